@@ -1,0 +1,143 @@
+//! Rate control (`docs/spec.md` §7).
+//!
+//! The sender decides the rate; the receiver only measures. A controller sees the events below
+//! and answers one question, [`RateControl::pacing_rate`]. Controllers are dispatched through
+//! the [`Controller`] enum rather than a trait object, so the per-packet calls inline.
+//!
+//! | file | policy |
+//! |---|---|
+//! | `fixed.rs` | `fixed`: the configured rate, no adaptation |
+
+mod fixed;
+
+use core::time::Duration;
+
+pub use fixed::Fixed;
+
+use crate::time::Instant;
+
+/// What one FEEDBACK told the sender, distilled for rate control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateSample {
+    /// Most recent RTT sample, if this report produced one.
+    pub rtt: Option<Duration>,
+    /// Smoothed RTT.
+    pub srtt: Duration,
+    /// Windowed minimum RTT.
+    pub min_rtt: Duration,
+    /// One-way delay of the largest acknowledged packet, µs, on an unknown clock offset
+    /// (receiver receive time − sender send time); only differences between samples mean anything.
+    pub one_way_delay_us: Option<i64>,
+    /// Cumulative DATA bytes the receiver reports having received.
+    pub receiver_bytes: u64,
+    /// Receiver clock (µs) when it received the largest packet.
+    pub receiver_time_us: u64,
+    /// Datagram bytes newly acknowledged by this report.
+    pub acked_bytes: u64,
+    /// Datagram bytes newly declared lost while processing this report.
+    pub lost_bytes: u64,
+    /// Bytes in flight after processing the report.
+    pub in_flight_bytes: u64,
+}
+
+/// The hooks a rate controller implements. Time is always explicit.
+pub trait RateControl {
+    /// Current pacing rate, bits per second (IP bytes, see spec §7.1).
+    fn pacing_rate(&self) -> u64;
+    /// A packet of `wire_bytes` left at `now`.
+    fn on_sent(&mut self, now: Instant, wire_bytes: u64);
+    /// A report arrived.
+    fn on_feedback(&mut self, now: Instant, sample: &RateSample);
+    /// No feedback for several probe timeouts: the path is silent (outage or handover).
+    fn on_path_silent(&mut self, now: Instant);
+    /// Feedback arrived again after a silence.
+    fn on_path_restored(&mut self, now: Instant);
+}
+
+/// Rate policy names as users and scenario files spell them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// Send at the configured rate regardless of the path (unfair to other traffic).
+    Fixed,
+}
+
+impl Policy {
+    /// Parse a policy name.
+    pub fn parse(name: &str) -> Option<Policy> {
+        match name {
+            "fixed" => Some(Policy::Fixed),
+            _ => None,
+        }
+    }
+
+    /// The policy's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Fixed => "fixed",
+        }
+    }
+}
+
+/// Rate settings of one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateConfig {
+    /// The policy.
+    pub policy: Policy,
+    /// The fixed rate, or the cap for adaptive policies; bits per second.
+    pub rate_bps: u64,
+    /// Never send slower than this, bits per second.
+    pub min_rate_bps: u64,
+}
+
+impl RateConfig {
+    /// A fixed-rate configuration.
+    pub fn fixed(rate_bps: u64) -> Self {
+        RateConfig {
+            policy: Policy::Fixed,
+            rate_bps,
+            min_rate_bps: 0,
+        }
+    }
+}
+
+/// The controller of one session.
+#[derive(Debug, Clone)]
+pub enum Controller {
+    /// `fixed` policy.
+    Fixed(Fixed),
+}
+
+impl Controller {
+    /// Build the controller a configuration asks for.
+    pub fn new(cfg: &RateConfig) -> Self {
+        match cfg.policy {
+            Policy::Fixed => Controller::Fixed(Fixed::new(cfg.rate_bps.max(cfg.min_rate_bps))),
+        }
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $c:ident => $e:expr) => {
+        match $self {
+            Controller::Fixed($c) => $e,
+        }
+    };
+}
+
+impl RateControl for Controller {
+    fn pacing_rate(&self) -> u64 {
+        dispatch!(self, c => c.pacing_rate())
+    }
+    fn on_sent(&mut self, now: Instant, wire_bytes: u64) {
+        dispatch!(self, c => c.on_sent(now, wire_bytes))
+    }
+    fn on_feedback(&mut self, now: Instant, sample: &RateSample) {
+        dispatch!(self, c => c.on_feedback(now, sample))
+    }
+    fn on_path_silent(&mut self, now: Instant) {
+        dispatch!(self, c => c.on_path_silent(now))
+    }
+    fn on_path_restored(&mut self, now: Instant) {
+        dispatch!(self, c => c.on_path_restored(now))
+    }
+}

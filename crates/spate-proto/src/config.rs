@@ -1,0 +1,64 @@
+//! Session settings.
+
+use core::time::Duration;
+
+use crate::cc::RateConfig;
+
+/// Default datagram size: UDP payload that fits a 1500-byte Ethernet MTU over IPv4.
+pub const DEFAULT_MAX_DATAGRAM: u16 = 1472;
+
+/// Settings of a sending session.
+#[derive(Debug, Clone)]
+pub struct SenderConfig {
+    /// Largest UDP payload to send (the receiver may lower it).
+    pub max_datagram: u16,
+    /// Fail after this long without any packet from the receiver (outages shorter than this are
+    /// ridden out).
+    pub idle_timeout: Duration,
+    /// Fail if the receiver does not answer the HELLO within this time.
+    pub handshake_timeout: Duration,
+    /// How often the receiver should report while data flows. 10 ms keeps feedback near
+    /// 60 KiB per GiB at 1 Gbit/s while giving a rate controller several reports per RTT on
+    /// paths of 40 ms and more.
+    pub feedback_interval: Duration,
+    /// RTT assumed before the first sample (drives the first HELLO retransmission).
+    pub initial_rtt: Duration,
+    /// Rate policy.
+    pub rate: RateConfig,
+}
+
+impl SenderConfig {
+    /// Defaults with the given rate settings.
+    pub fn new(rate: RateConfig) -> Self {
+        SenderConfig {
+            max_datagram: DEFAULT_MAX_DATAGRAM,
+            idle_timeout: Duration::from_secs(60),
+            handshake_timeout: Duration::from_secs(10),
+            feedback_interval: Duration::from_millis(10),
+            initial_rtt: Duration::from_millis(500),
+            rate,
+        }
+    }
+}
+
+/// Settings of a receiving session.
+#[derive(Debug, Clone)]
+pub struct ReceiverConfig {
+    /// Largest UDP payload accepted.
+    pub max_datagram: u16,
+    /// Fail after this long without any packet from the sender.
+    pub idle_timeout: Duration,
+    /// After all data arrived, how long to keep answering a sender that did not get the news
+    /// (its CLOSE ends this early).
+    pub drain_timeout: Duration,
+}
+
+impl Default for ReceiverConfig {
+    fn default() -> Self {
+        ReceiverConfig {
+            max_datagram: crate::wire::MAX_DATAGRAM as u16,
+            idle_timeout: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(3),
+        }
+    }
+}

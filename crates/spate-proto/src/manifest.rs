@@ -1,0 +1,448 @@
+//! The manifest: what a session transfers (`docs/spec.md` §5).
+//!
+//! The manifest is object 0 of a session. It lists the entries (files and directories) with
+//! their relative paths, sizes and metadata; entry *i* (counting from 0) is object *i + 1*.
+//!
+//! ```text
+//! Manifest:
+//!   Entry Count (varint)
+//!   Entry × Entry Count:
+//!     Flags (8)            bit 0: digest present; bit 1: mtime present;
+//!                          bits 2–3: kind (0 = file, 1 = directory); other bits zero
+//!     Size (varint)        bytes of the object (0 for a directory)
+//!     Mode (varint)        permission bits (low 12 bits); 0 = unspecified
+//!     [Mtime Seconds (varint, zigzag)]  if bit 1: seconds since 1970-01-01 UTC
+//!     [Mtime Nanos (varint)]            if bit 1: 0..=999 999 999
+//!     [Digest (256)]                    if bit 0: BLAKE3 of the file's bytes
+//!     Path Length (varint)
+//!     Path (..)            UTF-8, relative, '/'-separated
+//! ```
+//!
+//! > §5.2: A path is relative: non-empty, not starting with '/', with no empty, "." or ".."
+//! > component, and containing neither NUL nor '\'. Two entries may not have the same path. A
+//! > receiver rejects a manifest that breaks these rules (CLOSE with Refused) rather than
+//! > rewriting paths, so nothing is ever written outside the destination.
+//!
+//! Decoding never panics and bounds what a hostile sender can make us allocate.
+
+use std::collections::HashSet;
+
+use crate::codec::{Reader, Writer};
+use crate::wire::WireError;
+
+/// Most entries a manifest may have.
+pub const MAX_ENTRIES: u64 = 1_000_000;
+/// Longest path, bytes (Linux PATH_MAX).
+pub const MAX_PATH: usize = 4096;
+/// Largest encoded manifest, bytes. Bounds the receiver's buffer for object 0.
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
+/// What an entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntryKind {
+    /// A regular file; its bytes are the object.
+    File,
+    /// A directory; its object is empty.
+    Directory,
+}
+
+/// Modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Mtime {
+    /// Seconds since the Unix epoch (may be negative).
+    pub secs: i64,
+    /// Nanoseconds, below 10^9.
+    pub nanos: u32,
+}
+
+/// One manifest entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Relative path, '/'-separated.
+    pub path: String,
+    /// File or directory.
+    pub kind: EntryKind,
+    /// Size in bytes (0 for directories).
+    pub size: u64,
+    /// Permission bits, 0 if unspecified.
+    pub mode: u32,
+    /// Modification time, if known.
+    pub mtime: Option<Mtime>,
+    /// BLAKE3 digest of the content, if the sender computed it up front.
+    pub digest: Option<[u8; 32]>,
+}
+
+impl Entry {
+    /// A file entry with only a path and a size.
+    pub fn file(path: impl Into<String>, size: u64) -> Self {
+        Entry {
+            path: path.into(),
+            kind: EntryKind::File,
+            size,
+            mode: 0,
+            mtime: None,
+            digest: None,
+        }
+    }
+}
+
+/// Why a manifest was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    /// The bytes are malformed.
+    #[error("malformed manifest: {0}")]
+    Wire(#[from] WireError),
+    /// More entries than [`MAX_ENTRIES`].
+    #[error("manifest lists {0} entries; at most {MAX_ENTRIES} are allowed")]
+    TooManyEntries(u64),
+    /// An entry's path is unsafe or malformed.
+    #[error("entry {index}: path {path:?} {why}")]
+    BadPath {
+        /// Entry index.
+        index: usize,
+        /// The path, lossily decoded.
+        path: String,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// Two entries share a path.
+    #[error("entries {first} and {second} have the same path {path:?}")]
+    DuplicatePath {
+        /// Earlier entry.
+        first: usize,
+        /// Later entry.
+        second: usize,
+        /// The path.
+        path: String,
+    },
+    /// A field is out of range.
+    #[error("entry {index}: {why}")]
+    BadEntry {
+        /// Entry index.
+        index: usize,
+        /// What is wrong.
+        why: &'static str,
+    },
+}
+
+/// The list of entries a session moves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Manifest {
+    /// Entries; entry `i` is object `i + 1`.
+    pub entries: Vec<Entry>,
+}
+
+const FLAG_DIGEST: u8 = 0x01;
+const FLAG_MTIME: u8 = 0x02;
+const KIND_SHIFT: u8 = 2;
+
+/// Check a relative path against spec §5.2.
+pub fn validate_path(path: &str) -> Result<(), &'static str> {
+    if path.is_empty() {
+        return Err("is empty");
+    }
+    if path.len() > MAX_PATH {
+        return Err("is longer than 4096 bytes");
+    }
+    if path.starts_with('/') {
+        return Err("is absolute");
+    }
+    if path.contains('\0') {
+        return Err("contains NUL");
+    }
+    if path.contains('\\') {
+        return Err("contains a backslash");
+    }
+    for c in path.split('/') {
+        match c {
+            "" => return Err("has an empty component"),
+            "." | ".." => return Err("has a '.' or '..' component"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+impl Manifest {
+    /// Total bytes of all objects.
+    pub fn total_bytes(&self) -> u64 {
+        self.entries
+            .iter()
+            .map(|e| e.size)
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// Size of object `object` (0 is the manifest itself and is not listed).
+    pub fn object_size(&self, object: u32) -> Option<u64> {
+        let i = (object as usize).checked_sub(1)?;
+        self.entries.get(i).map(|e| e.size)
+    }
+
+    /// Check every rule of §5.2.
+    pub fn validate(&self) -> Result<(), ManifestError> {
+        if self.entries.len() as u64 > MAX_ENTRIES {
+            return Err(ManifestError::TooManyEntries(self.entries.len() as u64));
+        }
+        let mut seen = HashSet::with_capacity(self.entries.len());
+        let mut index_of = std::collections::HashMap::new();
+        for (index, e) in self.entries.iter().enumerate() {
+            validate_path(&e.path).map_err(|why| ManifestError::BadPath {
+                index,
+                path: e.path.clone(),
+                why,
+            })?;
+            if e.kind == EntryKind::Directory && e.size != 0 {
+                return Err(ManifestError::BadEntry {
+                    index,
+                    why: "directory with non-zero size",
+                });
+            }
+            if let Some(m) = e.mtime {
+                if m.nanos >= 1_000_000_000 {
+                    return Err(ManifestError::BadEntry {
+                        index,
+                        why: "mtime nanoseconds ≥ 10^9",
+                    });
+                }
+            }
+            if !seen.insert(e.path.as_str()) {
+                return Err(ManifestError::DuplicatePath {
+                    first: index_of[e.path.as_str()],
+                    second: index,
+                    path: e.path.clone(),
+                });
+            }
+            index_of.insert(e.path.as_str(), index);
+        }
+        Ok(())
+    }
+
+    /// Encode (after validating).
+    pub fn encode(&self) -> Result<Vec<u8>, ManifestError> {
+        self.validate()?;
+        let cap: usize = self
+            .entries
+            .iter()
+            .map(|e| 64 + e.path.len())
+            .sum::<usize>()
+            + 8;
+        let mut out = vec![0u8; cap];
+        let mut w = Writer::new(&mut out);
+        w.varint(self.entries.len() as u64)?;
+        for e in &self.entries {
+            let kind = match e.kind {
+                EntryKind::File => 0u8,
+                EntryKind::Directory => 1,
+            };
+            let flags = (if e.digest.is_some() { FLAG_DIGEST } else { 0 })
+                | (if e.mtime.is_some() { FLAG_MTIME } else { 0 })
+                | (kind << KIND_SHIFT);
+            w.u8(flags)?;
+            w.varint(e.size)?;
+            w.varint(u64::from(e.mode & 0o7777))?;
+            if let Some(m) = e.mtime {
+                w.varint(zigzag(m.secs))?;
+                w.varint(u64::from(m.nanos))?;
+            }
+            if let Some(d) = &e.digest {
+                w.put(d)?;
+            }
+            w.varint(e.path.len() as u64)?;
+            w.put(e.path.as_bytes())?;
+        }
+        let n = w.len();
+        out.truncate(n);
+        Ok(out)
+    }
+
+    /// Decode and validate.
+    pub fn decode(bytes: &[u8]) -> Result<Manifest, ManifestError> {
+        if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(WireError::Invalid("manifest larger than 64 MiB").into());
+        }
+        let mut r = Reader::new(bytes);
+        let count = r.varint()?;
+        if count > MAX_ENTRIES {
+            return Err(ManifestError::TooManyEntries(count));
+        }
+        // Each entry takes at least 4 bytes, which bounds the allocation by the input size.
+        let mut entries = Vec::with_capacity((count as usize).min(bytes.len() / 4));
+        for index in 0..count as usize {
+            let flags = r.u8()?;
+            if flags & !0x0f != 0 {
+                return Err(ManifestError::BadEntry {
+                    index,
+                    why: "reserved flag bits set",
+                });
+            }
+            let kind = match (flags >> KIND_SHIFT) & 0x3 {
+                0 => EntryKind::File,
+                1 => EntryKind::Directory,
+                _ => {
+                    return Err(ManifestError::BadEntry {
+                        index,
+                        why: "unknown entry kind",
+                    })
+                }
+            };
+            let size = r.varint()?;
+            let mode = r.varint()?;
+            if mode > 0o7777 {
+                return Err(ManifestError::BadEntry {
+                    index,
+                    why: "mode beyond permission bits",
+                });
+            }
+            let mtime = if flags & FLAG_MTIME != 0 {
+                let secs = unzigzag(r.varint()?);
+                let nanos = r.varint()?;
+                if nanos >= 1_000_000_000 {
+                    return Err(ManifestError::BadEntry {
+                        index,
+                        why: "mtime nanoseconds ≥ 10^9",
+                    });
+                }
+                Some(Mtime {
+                    secs,
+                    nanos: nanos as u32,
+                })
+            } else {
+                None
+            };
+            let digest = if flags & FLAG_DIGEST != 0 {
+                Some(r.array::<32>()?)
+            } else {
+                None
+            };
+            let len = r.varint()?;
+            if len > MAX_PATH as u64 {
+                return Err(ManifestError::BadEntry {
+                    index,
+                    why: "path longer than 4096 bytes",
+                });
+            }
+            let raw = r.bytes(len as usize)?;
+            let path = std::str::from_utf8(raw)
+                .map_err(|_| ManifestError::BadPath {
+                    index,
+                    path: String::from_utf8_lossy(raw).into_owned(),
+                    why: "is not UTF-8",
+                })?
+                .to_owned();
+            entries.push(Entry {
+                path,
+                kind,
+                size,
+                mode: mode as u32,
+                mtime,
+                digest,
+            });
+        }
+        if r.remaining() != 0 {
+            return Err(WireError::Invalid("trailing bytes after manifest").into());
+        }
+        let m = Manifest { entries };
+        m.validate()?;
+        Ok(m)
+    }
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64 & crate::codec::VARINT_MAX
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Manifest {
+        Manifest {
+            entries: vec![
+                Entry {
+                    path: "dir".into(),
+                    kind: EntryKind::Directory,
+                    size: 0,
+                    mode: 0o755,
+                    mtime: Some(Mtime { secs: -5, nanos: 7 }),
+                    digest: None,
+                },
+                Entry {
+                    path: "dir/a.bin".into(),
+                    kind: EntryKind::File,
+                    size: 1 << 40,
+                    mode: 0o644,
+                    mtime: Some(Mtime {
+                        secs: 1_700_000_000,
+                        nanos: 999_999_999,
+                    }),
+                    digest: Some([7; 32]),
+                },
+                Entry::file("b", 0),
+            ],
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let m = sample();
+        let bytes = m.encode().unwrap();
+        assert_eq!(Manifest::decode(&bytes).unwrap(), m);
+    }
+
+    #[test]
+    fn literal_bytes_of_one_file() {
+        let m = Manifest {
+            entries: vec![Entry::file("a", 300)],
+        };
+        // count=1, flags=0, size=300 (2-byte varint 0x412c), mode=0, path len=1, "a"
+        assert_eq!(
+            m.encode().unwrap(),
+            vec![0x01, 0x00, 0x41, 0x2c, 0x00, 0x01, b'a']
+        );
+    }
+
+    #[test]
+    fn unsafe_paths_are_rejected() {
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../../x",
+            "a//b",
+            "./a",
+            "a\\b",
+            "a/\0",
+        ] {
+            let m = Manifest {
+                entries: vec![Entry::file(bad, 1)],
+            };
+            assert!(
+                matches!(m.encode(), Err(ManifestError::BadPath { .. })),
+                "path {bad:?} was accepted"
+            );
+        }
+        let dup = Manifest {
+            entries: vec![Entry::file("x", 1), Entry::file("x", 2)],
+        };
+        assert!(matches!(
+            dup.encode(),
+            Err(ManifestError::DuplicatePath { .. })
+        ));
+    }
+
+    #[test]
+    fn hostile_counts_do_not_allocate() {
+        // Claims a million entries in 5 bytes.
+        let bytes = [0x80, 0x0f, 0x42, 0x40, 0x00];
+        assert!(Manifest::decode(&bytes).is_err());
+        let too_many = [0x80, 0x0f, 0x42, 0x41];
+        assert!(matches!(
+            Manifest::decode(&too_many),
+            Err(ManifestError::TooManyEntries(_))
+        ));
+    }
+}

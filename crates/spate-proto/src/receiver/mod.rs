@@ -1,0 +1,416 @@
+//! The receiving session (`docs/spec.md` §2, §4, §5).
+//!
+//! A [`Receiver`] is created from the first HELLO of a session ([`Receiver::accept`]). It
+//! measures and reports; it makes no decision about rate or retransmission. Every DATA packet
+//! whose bytes are new is handed back to the caller as a [`DataChunk`] (a range inside the
+//! caller's datagram buffer, so nothing is copied), to be written at its offset: nothing waits
+//! for order.
+//!
+//! | file | job |
+//! |---|---|
+//! | `mod.rs` | state, construction, incoming packets, timers |
+//! | `report.rs` | when to send FEEDBACK and what it says |
+
+mod report;
+
+use core::ops::Range;
+use core::time::Duration;
+use std::collections::VecDeque;
+
+use crate::config::ReceiverConfig;
+use crate::event::{DropReason, ReceiverEvent, SessionError};
+use crate::manifest::{Manifest, MAX_MANIFEST_BYTES};
+use crate::ranges::RangeSet;
+use crate::time::Instant;
+use crate::wire::{self, CloseCode, Data, Hello, Packet, CIPHER_NONE};
+
+/// New object bytes in the datagram just handled, to be written by the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct DataChunk {
+    /// Object number (1-based manifest entry index + 1).
+    pub object: u32,
+    /// Offset of the bytes in the object.
+    pub offset: u64,
+    /// Where the bytes are in the datagram passed to `handle_datagram`.
+    pub payload: Range<usize>,
+}
+
+/// Counters of a receiver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReceiverStats {
+    /// Datagrams of this session received.
+    pub packets_received: u64,
+    /// DATA packets received (including duplicates).
+    pub data_packets_received: u64,
+    /// Packets whose packet number was seen before (duplicated by the network).
+    pub duplicate_packets: u64,
+    /// Retransmitted DATA whose bytes had all arrived already.
+    pub spurious_retransmissions: u64,
+    /// Object bytes delivered to the application (each byte once).
+    pub delivered_bytes: u64,
+    /// FEEDBACK packets sent.
+    pub feedback_sent: u64,
+    /// Datagram bytes of all packets sent to the sender (FEEDBACK, ACCEPT, CLOSE).
+    pub bytes_sent: u64,
+    /// Packets sent to the sender.
+    pub packets_sent: u64,
+    /// Datagrams dropped as malformed or unexpected.
+    pub dropped_packets: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Receiving,
+    /// All data is here; answering stragglers until CLOSE or the drain timeout.
+    Draining,
+    Ended,
+}
+
+/// The receiving side of a session. See the module documentation.
+#[derive(Debug)]
+pub struct Receiver {
+    cfg: ReceiverConfig,
+    session: u32,
+    phase: Phase,
+    epoch: Instant,
+    datagram: usize,
+    feedback_interval: Duration,
+
+    object_count: u64,
+    manifest_buf: Vec<u8>,
+    manifest: Option<Manifest>,
+    /// Size of each known object; index 0 is the manifest.
+    sizes: Vec<u64>,
+    received: Vec<RangeSet>,
+    done: Vec<bool>,
+    objects_remaining: usize,
+    watermark: (u32, u64),
+
+    pns: RangeSet,
+    largest: u64,
+    largest_at: Instant,
+    bytes_received: u64,
+    /// Largest packet number at each of the last [`report::REPEAT`] reports.
+    recent_largest: [u64; report::REPEAT],
+    reports: u64,
+    unreported: u64,
+    feedback_due: Option<Instant>,
+    last_feedback_at: Option<Instant>,
+    last_packet_at: Instant,
+    accepts_owed: u32,
+    close_pending: Option<(CloseCode, String)>,
+    next_pn: u64,
+
+    events: VecDeque<ReceiverEvent>,
+    stats: ReceiverStats,
+}
+
+impl Receiver {
+    /// Start a session from its first datagram, which must be a HELLO. Returns the session id
+    /// in the error path too so a driver can log it. A HELLO with parameters this receiver does
+    /// not support still yields a session, which only sends a CLOSE and ends.
+    pub fn accept(
+        cfg: ReceiverConfig,
+        now: Instant,
+        datagram: &mut [u8],
+    ) -> Result<Receiver, DropReason> {
+        let parsed = wire::parse(datagram)?;
+        let Packet::Hello(hello) = parsed.packet else {
+            return Err(DropReason::Unexpected(
+                "non-HELLO packet for an unknown session",
+            ));
+        };
+        let mut r = Receiver::new(cfg, parsed.header.session, now, &hello);
+        r.on_packet(now, parsed.header.pn, datagram.len(), true);
+        if r.phase == Phase::Ended {
+            return Ok(r);
+        }
+        r.accepts_owed = 1;
+        let prefix = hello.manifest_prefix.len();
+        r.manifest_buf[..prefix].copy_from_slice(hello.manifest_prefix);
+        r.received[0].insert(0..prefix as u64);
+        r.after_object_bytes(0);
+        Ok(r)
+    }
+
+    fn new(cfg: ReceiverConfig, session: u32, now: Instant, hello: &Hello<'_>) -> Receiver {
+        let datagram =
+            usize::from(hello.max_datagram.min(cfg.max_datagram)).max(wire::MIN_DATAGRAM);
+        let mut r = Receiver {
+            session,
+            phase: Phase::Receiving,
+            epoch: now,
+            datagram,
+            feedback_interval: Duration::from_micros(hello.feedback_interval_us),
+            object_count: hello.object_count,
+            manifest_buf: Vec::new(),
+            manifest: None,
+            sizes: vec![hello.manifest_len],
+            received: vec![RangeSet::new()],
+            done: vec![false],
+            objects_remaining: 1,
+            watermark: (0, 0),
+            pns: RangeSet::new(),
+            largest: 0,
+            largest_at: now,
+            bytes_received: 0,
+            recent_largest: [0; report::REPEAT],
+            reports: 0,
+            unreported: 0,
+            feedback_due: None,
+            last_feedback_at: None,
+            last_packet_at: now,
+            accepts_owed: 0,
+            close_pending: None,
+            next_pn: 0,
+            events: VecDeque::new(),
+            stats: ReceiverStats::default(),
+            cfg,
+        };
+        if hello.cipher != CIPHER_NONE {
+            r.refuse(
+                CloseCode::Unsupported,
+                &format!("cipher {} is not supported", hello.cipher),
+            );
+        } else if hello.manifest_len > MAX_MANIFEST_BYTES {
+            r.refuse(CloseCode::Refused, "manifest larger than 64 MiB");
+        } else if hello.object_count > crate::manifest::MAX_ENTRIES {
+            r.refuse(CloseCode::Refused, "more than 1 000 000 entries");
+        } else {
+            r.manifest_buf = vec![0; hello.manifest_len as usize];
+        }
+        r
+    }
+
+    fn refuse(&mut self, code: CloseCode, reason: &str) {
+        self.phase = Phase::Ended;
+        self.close_pending = Some((code, reason.to_owned()));
+        self.events
+            .push_back(ReceiverEvent::Failed(SessionError::LocalClose {
+                code,
+                reason: reason.to_owned(),
+            }));
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> u32 {
+        self.session
+    }
+
+    /// The manifest, once [`ReceiverEvent::ManifestReady`] was emitted.
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ReceiverStats {
+        &self.stats
+    }
+
+    /// True once every byte arrived.
+    pub fn is_complete(&self) -> bool {
+        self.objects_remaining == 0
+    }
+
+    /// True once the session is over and nothing is left to send.
+    pub fn is_closed(&self) -> bool {
+        self.phase == Phase::Ended && self.close_pending.is_none() && self.accepts_owed == 0
+    }
+
+    /// Next application event. Call after every `handle_*` call until it returns `None`.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<ReceiverEvent> {
+        self.events.pop_front()
+    }
+
+    /// End the session now (for example: the disk is full), telling the sender `reason`.
+    pub fn close(&mut self, code: CloseCode, reason: &str) {
+        if self.phase != Phase::Ended {
+            self.refuse(code, reason);
+        }
+    }
+
+    /// Process one datagram from the sender. `Ok(Some(chunk))` hands back new object bytes to
+    /// write; an `Err` means the datagram was dropped and the session is unchanged.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        datagram: &mut [u8],
+    ) -> Result<Option<DataChunk>, DropReason> {
+        let res = self.handle_inner(now, datagram);
+        if res.is_err() {
+            self.stats.dropped_packets += 1;
+        }
+        res
+    }
+
+    fn handle_inner(
+        &mut self,
+        now: Instant,
+        datagram: &mut [u8],
+    ) -> Result<Option<DataChunk>, DropReason> {
+        let len = datagram.len();
+        let parsed = wire::parse(datagram)?;
+        let h = parsed.header;
+        if h.session != self.session {
+            return Err(DropReason::WrongSession(h.session));
+        }
+        if self.phase == Phase::Ended {
+            return Err(DropReason::Closed);
+        }
+        match parsed.packet {
+            Packet::Hello(_) => {
+                // A repeated HELLO: our ACCEPT was lost. Answer each one once (never more
+                // packets than received, so no amplification).
+                self.on_packet(now, h.pn, len, true);
+                self.accepts_owed = (self.accepts_owed + 1).min(4);
+                Ok(None)
+            }
+            Packet::Ping => {
+                self.on_packet(now, h.pn, len, true);
+                Ok(None)
+            }
+            Packet::Data(d) => self.on_data(now, h.pn, len, &d),
+            Packet::Close(c) => {
+                if self.phase == Phase::Draining && c.code == CloseCode::Done {
+                    self.phase = Phase::Ended;
+                } else {
+                    self.phase = Phase::Ended;
+                    self.events
+                        .push_back(ReceiverEvent::Failed(SessionError::PeerClosed {
+                            code: c.code,
+                            reason: c.reason_lossy(),
+                        }));
+                }
+                Ok(None)
+            }
+            Packet::Accept(_) => Err(DropReason::Unexpected("ACCEPT")),
+            Packet::Feedback(_) => Err(DropReason::Unexpected("FEEDBACK")),
+        }
+    }
+
+    fn on_data(
+        &mut self,
+        now: Instant,
+        pn: u64,
+        len: usize,
+        d: &Data<'_>,
+    ) -> Result<Option<DataChunk>, DropReason> {
+        let n = d.payload.len();
+        let oob = DropReason::OutOfBounds {
+            object: d.object,
+            offset: d.offset,
+            len: n,
+        };
+        // Validate before acknowledging: data we cannot place must be neither used nor acked.
+        let size = match self.sizes.get(d.object as usize) {
+            Some(&s) => s,
+            None if d.object as u64 <= self.object_count => {
+                return Err(DropReason::Unexpected("file DATA before the manifest"))
+            }
+            None => return Err(oob),
+        };
+        let end = d.offset + n as u64;
+        if end > size {
+            return Err(oob);
+        }
+        self.stats.data_packets_received += 1;
+        self.bytes_received += len as u64;
+        if !self.on_packet(now, pn, len, d.flags.probe) {
+            return Ok(None);
+        }
+        let o = d.object as usize;
+        let new = self.received[o].insert(d.offset..end);
+        if new == 0 {
+            if d.flags.retransmission {
+                self.stats.spurious_retransmissions += 1;
+            }
+            return Ok(None);
+        }
+        let start = len - n;
+        if o == 0 {
+            self.manifest_buf[d.offset as usize..end as usize].copy_from_slice(d.payload);
+            self.after_object_bytes(0);
+            return Ok(None);
+        }
+        self.stats.delivered_bytes += new;
+        self.after_object_bytes(d.object);
+        Ok(Some(DataChunk {
+            object: d.object,
+            offset: d.offset,
+            payload: start..len,
+        }))
+    }
+
+    /// Account for a packet of this session; returns false if it is a network duplicate.
+    fn on_packet(&mut self, now: Instant, pn: u64, _len: usize, urgent: bool) -> bool {
+        self.stats.packets_received += 1;
+        self.last_packet_at = now;
+        if self.pns.contains(pn) {
+            self.stats.duplicate_packets += 1;
+            return false;
+        }
+        let first = self.pns.is_empty() && self.reports == 0;
+        // Below the report floor a packet is no longer reported (spec §6.5); its data still counts.
+        if pn >= self.report_floor() {
+            self.pns.insert(pn..pn + 1);
+        }
+        if first || pn > self.largest {
+            self.largest = pn;
+            self.largest_at = now;
+        }
+        self.unreported += 1;
+        self.schedule_feedback(now, urgent);
+        true
+    }
+
+    fn after_object_bytes(&mut self, object: u32) {
+        let o = object as usize;
+        if self.done[o] || self.received[o].covered() != self.sizes[o] {
+            return;
+        }
+        self.done[o] = true;
+        self.objects_remaining -= 1;
+        if o == 0 {
+            self.on_manifest_complete();
+        } else {
+            self.events.push_back(ReceiverEvent::ObjectComplete(object));
+        }
+        self.check_complete();
+    }
+
+    fn on_manifest_complete(&mut self) {
+        let manifest = match Manifest::decode(&self.manifest_buf) {
+            Ok(m) if m.entries.len() as u64 == self.object_count => m,
+            Ok(_) => {
+                return self.refuse(
+                    CloseCode::Refused,
+                    "manifest entry count differs from HELLO",
+                )
+            }
+            Err(e) => return self.refuse(CloseCode::Refused, &format!("manifest rejected: {e}")),
+        };
+        self.manifest_buf = Vec::new();
+        let n = manifest.entries.len();
+        self.sizes.extend(manifest.entries.iter().map(|e| e.size));
+        self.received.resize(n + 1, RangeSet::new());
+        self.done.resize(n + 1, false);
+        self.objects_remaining += n;
+        self.manifest = Some(manifest);
+        self.events.push_back(ReceiverEvent::ManifestReady);
+        for o in 1..=n {
+            if self.sizes[o] == 0 {
+                self.after_object_bytes(o as u32);
+            }
+        }
+    }
+
+    fn check_complete(&mut self) {
+        if self.objects_remaining == 0 && self.phase == Phase::Receiving {
+            self.phase = Phase::Draining;
+            self.events.push_back(ReceiverEvent::Complete);
+            self.feedback_due = Some(Instant::ZERO);
+        }
+    }
+}

@@ -1,0 +1,482 @@
+//! The sending session (`docs/spec.md` §2, §6, §7).
+//!
+//! A [`Sender`] moves the objects of a [`Manifest`] to one receiver. It owns every decision:
+//! what to send next, at what rate, when a packet is lost, when to probe a silent path and when
+//! to give up. The receiver only measures and reports.
+//!
+//! Driving it (the same loop serves a simulator and a real UDP driver):
+//!
+//! ```text
+//! loop {
+//!     while let Some(t) = sender.poll_transmit(now, &mut buf, &mut source) { send(&buf[..t.len]) }
+//!     while let Some(e) = sender.poll_event() { ... }
+//!     wait until sender.poll_timeout() or a datagram arrives;
+//!     sender.handle_datagram(now, &mut datagram) or sender.handle_timeout(now)
+//! }
+//! ```
+//!
+//! | file | job |
+//! |---|---|
+//! | `mod.rs` | state, construction, timers, events |
+//! | `transmit.rs` | choosing and writing the next packets |
+//! | `feedback.rs` | applying ACCEPT, FEEDBACK and CLOSE |
+
+mod feedback;
+mod transmit;
+
+use core::time::Duration;
+use std::collections::VecDeque;
+
+use crate::cc::{Controller, RateControl};
+use crate::config::SenderConfig;
+use crate::event::{DropReason, SenderEvent, SessionError};
+use crate::manifest::{Manifest, ManifestError};
+use crate::pacer::Pacer;
+use crate::ranges::RangeSet;
+use crate::recovery::{
+    AckOutcome, Chunk, ReorderWindow, RttEstimator, SentKind, SentLedger, SentPacket,
+};
+use crate::time::Instant;
+use crate::wire::{self, CloseCode, Packet};
+
+/// Longest interval between probes of a silent path. 200 ms bounds how long after a path
+/// returns the sender notices (one probe interval plus one RTT), at a cost of 5 small packets a
+/// second during an outage.
+pub const MAX_PROBE_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Probe timeouts without feedback after which the path counts as silent and sending pauses.
+pub const SILENT_AFTER_PROBES: u32 = 2;
+
+/// Where the bytes of objects 1..=N come from. Object 0, the manifest, is held by the session.
+pub trait Source {
+    /// Fill `buf` with the bytes of `object` from `offset` on. The session only asks for ranges
+    /// inside the object's size. An error ends the session with [`SessionError::Source`].
+    fn read(&mut self, object: u32, offset: u64, buf: &mut [u8]) -> Result<(), String>;
+}
+
+/// Datagrams written by [`Sender::poll_transmit`] or
+/// [`Receiver::poll_transmit`](crate::Receiver::poll_transmit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub struct Transmit {
+    /// Bytes written at the start of the buffer.
+    pub len: usize,
+    /// Size of each datagram in those bytes; the last may be shorter (UDP GSO semantics).
+    pub segment_size: usize,
+}
+
+impl Transmit {
+    /// Number of datagrams.
+    pub fn segments(&self) -> usize {
+        self.len.div_ceil(self.segment_size.max(1))
+    }
+}
+
+/// Counters of a sender.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SenderStats {
+    /// Datagrams sent (all types).
+    pub packets_sent: u64,
+    /// Datagram bytes sent (all types).
+    pub bytes_sent: u64,
+    /// DATA packets sent.
+    pub data_packets_sent: u64,
+    /// DATA packets that repeated bytes sent before (including probes that carry data).
+    pub retransmitted_packets: u64,
+    /// Probe packets sent.
+    pub probes_sent: u64,
+    /// Packets declared lost.
+    pub lost_packets: u64,
+    /// Packets acknowledged after being declared lost.
+    pub spurious_losses: u64,
+    /// FEEDBACK packets processed.
+    pub feedback_received: u64,
+    /// Object bytes known delivered.
+    pub delivered_bytes: u64,
+    /// Datagrams dropped as malformed or unexpected.
+    pub dropped_packets: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Handshake,
+    Transfer,
+    /// Ended; a CLOSE may still be pending.
+    Ended,
+}
+
+/// The sending side of a session. See the module documentation.
+#[derive(Debug)]
+pub struct Sender {
+    cfg: SenderConfig,
+    session: u32,
+    phase: Phase,
+    started_at: Instant,
+
+    manifest_bytes: Vec<u8>,
+    /// Manifest bytes carried inside HELLO.
+    prefix_len: usize,
+    /// Size of each object; index 0 is the manifest.
+    sizes: Vec<u64>,
+    datagram: usize,
+
+    next_pn: u64,
+    ledger: SentLedger,
+    delivered: Vec<RangeSet>,
+    object_done: Vec<bool>,
+    objects_remaining: usize,
+    /// Watermark already applied: every object below `.0` and bytes below `.1` of object `.0`.
+    watermark: (u32, u64),
+    retransmit: VecDeque<Chunk>,
+    /// Next new byte to send.
+    cursor: (u32, u64),
+    /// End of the last non-empty object: new data remains while `cursor < data_end`.
+    data_end: (u32, u64),
+
+    rtt: RttEstimator,
+    reorder: ReorderWindow,
+    pacer: Pacer,
+    cc: Controller,
+
+    hello_due: Instant,
+    hellos_sent: u32,
+    first_hello_at: Instant,
+    last_feedback_at: Instant,
+    last_sent_at: Instant,
+    probe_count: u32,
+    probe_due: bool,
+    silent: bool,
+    loss_timer: Option<Instant>,
+
+    close_pending: Option<(CloseCode, String)>,
+    events: VecDeque<SenderEvent>,
+    stats: SenderStats,
+    scratch: Vec<AckOutcome>,
+    lost_scratch: Vec<SentPacket>,
+}
+
+impl Sender {
+    /// Start a session that moves `manifest`'s objects. `session` is the session id (pick it at
+    /// random per session; it must differ from other sessions to the same receiver).
+    pub fn new(
+        cfg: SenderConfig,
+        session: u32,
+        manifest: &Manifest,
+        now: Instant,
+    ) -> Result<Sender, ManifestError> {
+        let manifest_bytes = manifest.encode()?;
+        let mut sizes = Vec::with_capacity(manifest.entries.len() + 1);
+        sizes.push(manifest_bytes.len() as u64);
+        sizes.extend(manifest.entries.iter().map(|e| e.size));
+        let n = sizes.len();
+        let datagram = usize::from(cfg.max_datagram).clamp(wire::MIN_DATAGRAM, wire::MAX_DATAGRAM);
+        let mut s = Sender {
+            session,
+            phase: Phase::Handshake,
+            started_at: now,
+            prefix_len: 0,
+            manifest_bytes,
+            sizes,
+            datagram,
+            next_pn: 0,
+            ledger: SentLedger::new(),
+            delivered: vec![RangeSet::new(); n],
+            object_done: vec![false; n],
+            objects_remaining: n,
+            watermark: (0, 0),
+            retransmit: VecDeque::new(),
+            cursor: (0, 0),
+            data_end: (0, 0),
+            rtt: RttEstimator::new(cfg.initial_rtt),
+            reorder: ReorderWindow::new(),
+            pacer: Pacer::new(),
+            cc: Controller::new(&cfg.rate),
+            hello_due: now,
+            hellos_sent: 0,
+            first_hello_at: now,
+            last_feedback_at: now,
+            last_sent_at: now,
+            probe_count: 0,
+            probe_due: false,
+            silent: false,
+            loss_timer: None,
+            close_pending: None,
+            events: VecDeque::new(),
+            stats: SenderStats::default(),
+            scratch: Vec::new(),
+            lost_scratch: Vec::new(),
+            cfg,
+        };
+        s.prefix_len = s.hello_prefix_len();
+        s.cursor = (0, s.prefix_len as u64);
+        if let Some(last) = s.sizes.iter().rposition(|&n| n > 0).filter(|&i| i > 0) {
+            s.data_end = (last as u32, s.sizes[last]);
+        }
+        Ok(s)
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> u32 {
+        self.session
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &SenderStats {
+        &self.stats
+    }
+
+    /// RTT estimator.
+    pub fn rtt(&self) -> &RttEstimator {
+        &self.rtt
+    }
+
+    /// Current pacing rate, bits per second.
+    pub fn pacing_rate(&self) -> u64 {
+        self.cc.pacing_rate()
+    }
+
+    /// Bytes in flight.
+    pub fn in_flight_bytes(&self) -> u64 {
+        self.ledger.in_flight_bytes()
+    }
+
+    /// Total bytes of all objects (excluding the manifest).
+    pub fn total_bytes(&self) -> u64 {
+        self.sizes[1..].iter().sum()
+    }
+
+    /// True once the session ended and nothing is left to send.
+    pub fn is_closed(&self) -> bool {
+        self.phase == Phase::Ended && self.close_pending.is_none()
+    }
+
+    /// Next application event. Call after every `handle_*` call until it returns `None`.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<SenderEvent> {
+        self.events.pop_front()
+    }
+
+    /// End the session now, telling the receiver `reason`.
+    pub fn close(&mut self, code: CloseCode, reason: &str) {
+        if self.phase != Phase::Ended {
+            self.fail(
+                SessionError::LocalClose {
+                    code,
+                    reason: reason.to_owned(),
+                },
+                code,
+                reason,
+            );
+        }
+    }
+
+    /// Process one datagram from the receiver. An `Err` means the datagram was dropped; the
+    /// session is unchanged (log it, rate-limited, and carry on).
+    pub fn handle_datagram(&mut self, now: Instant, datagram: &mut [u8]) -> Result<(), DropReason> {
+        let res = self.handle_inner(now, datagram);
+        if res.is_err() {
+            self.stats.dropped_packets += 1;
+        }
+        res
+    }
+
+    fn handle_inner(&mut self, now: Instant, datagram: &mut [u8]) -> Result<(), DropReason> {
+        let parsed = wire::parse(datagram)?;
+        if parsed.header.session != self.session {
+            return Err(DropReason::WrongSession(parsed.header.session));
+        }
+        if self.phase == Phase::Ended {
+            return Err(DropReason::Closed);
+        }
+        match parsed.packet {
+            Packet::Accept(a) => {
+                self.on_accept(now, a);
+                Ok(())
+            }
+            Packet::Feedback(f) => self.on_feedback(now, parsed.header.flags, &f),
+            Packet::Close(c) => {
+                self.on_close(c.code, c.reason_lossy());
+                Ok(())
+            }
+            Packet::Hello(_) => Err(DropReason::Unexpected("HELLO")),
+            Packet::Data(_) => Err(DropReason::Unexpected("DATA")),
+            Packet::Ping => Err(DropReason::Unexpected("PING")),
+        }
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must next be called (or `poll_transmit`,
+    /// for pacing), if ever.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Ended => None,
+            Phase::Handshake => Some(
+                self.hello_due
+                    .min(self.started_at + self.cfg.handshake_timeout),
+            ),
+            Phase::Transfer => {
+                let mut t = self.last_feedback_at + self.cfg.idle_timeout;
+                if let Some(l) = self.loss_timer {
+                    t = t.min(l);
+                }
+                if let Some(p) = self.probe_at() {
+                    t = t.min(p);
+                }
+                if self.probe_due || self.close_pending.is_some() {
+                    // Something is ready to send: any past instant means "now".
+                    return Some(Instant::ZERO);
+                }
+                if !self.silent && self.has_data_to_send() && !self.window_full() {
+                    t = t.min(self.pacer.next_send_time());
+                }
+                Some(t)
+            }
+        }
+    }
+
+    /// Run the timers that are due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Ended => {}
+            Phase::Handshake => {
+                if now >= self.started_at + self.cfg.handshake_timeout {
+                    let d = self.cfg.handshake_timeout;
+                    self.fail(
+                        SessionError::HandshakeTimeout(d),
+                        CloseCode::Application,
+                        "handshake timeout",
+                    );
+                }
+            }
+            Phase::Transfer => {
+                if now >= self.last_feedback_at + self.cfg.idle_timeout {
+                    let d = self.cfg.idle_timeout;
+                    self.fail(
+                        SessionError::IdleTimeout(d),
+                        CloseCode::Application,
+                        "idle timeout",
+                    );
+                    return;
+                }
+                if self.loss_timer.is_some_and(|t| t <= now) {
+                    self.detect_lost(now);
+                }
+                if self.probe_at().is_some_and(|t| t <= now) && !self.probe_due {
+                    self.probe_due = true;
+                    self.probe_count += 1;
+                    if self.probe_count >= SILENT_AFTER_PROBES && !self.silent {
+                        self.silent = true;
+                        self.cc.on_path_silent(now);
+                        self.events.push_back(SenderEvent::PathSilent);
+                    }
+                }
+            }
+        }
+    }
+
+    /// When the next probe is due: after one probe timeout of silence since the last send while
+    /// packets are in flight, then at doubling intervals capped at [`MAX_PROBE_INTERVAL`].
+    fn probe_at(&self) -> Option<Instant> {
+        if self.ledger.in_flight_bytes() == 0 && self.probe_count == 0 {
+            return None;
+        }
+        let pto = self.rtt.pto(self.cfg.feedback_interval);
+        let wait = if self.probe_count == 0 {
+            pto
+        } else {
+            (pto * (1u32 << self.probe_count.min(16))).min(MAX_PROBE_INTERVAL)
+        };
+        Some(self.last_sent_at.max(self.last_feedback_at) + wait)
+    }
+
+    /// The in-flight bound of spec §7.2: at most twice the data the current rate puts in flight
+    /// over one report cycle (RTT + feedback interval + reordering window), and at least 64 KiB.
+    fn window_full(&self) -> bool {
+        let cycle = self.rtt.smoothed()
+            + self.cfg.feedback_interval
+            + self.rtt.var() * 4
+            + Duration::from_millis(10);
+        let bytes = u128::from(self.cc.pacing_rate()) * cycle.as_nanos() * 2 / 8_000_000_000;
+        let cap = u64::try_from(bytes).unwrap_or(u64::MAX).max(64 << 10);
+        self.ledger.in_flight_bytes() >= cap
+    }
+
+    fn fail(&mut self, err: SessionError, code: CloseCode, reason: &str) {
+        self.phase = Phase::Ended;
+        self.close_pending = Some((code, reason.to_owned()));
+        self.events.push_back(SenderEvent::Failed(err));
+    }
+
+    fn on_close(&mut self, code: CloseCode, reason: String) {
+        self.phase = Phase::Ended;
+        self.close_pending = None;
+        if self.objects_remaining == 0 {
+            return;
+        }
+        self.events
+            .push_back(SenderEvent::Failed(SessionError::PeerClosed {
+                code,
+                reason,
+            }));
+    }
+
+    fn mark_delivered(&mut self, object: u32, range: core::ops::Range<u64>) {
+        let o = object as usize;
+        let Some(set) = self.delivered.get_mut(o) else {
+            return;
+        };
+        let end = range.end.min(self.sizes[o]);
+        let new = set.insert(range.start..end);
+        if o != 0 {
+            self.stats.delivered_bytes += new;
+        }
+        if !self.object_done[o] && set.covered() == self.sizes[o] {
+            self.object_done[o] = true;
+            self.objects_remaining -= 1;
+            if o == 0 {
+                self.on_manifest_delivered();
+            } else {
+                self.events.push_back(SenderEvent::ObjectDelivered(object));
+            }
+        }
+    }
+
+    fn on_manifest_delivered(&mut self) {
+        for o in 1..self.sizes.len() {
+            if self.sizes[o] == 0 && !self.object_done[o] {
+                self.object_done[o] = true;
+                self.objects_remaining -= 1;
+                self.events
+                    .push_back(SenderEvent::ObjectDelivered(o as u32));
+            }
+        }
+    }
+
+    fn check_complete(&mut self) {
+        if self.objects_remaining == 0 && self.phase == Phase::Transfer {
+            self.phase = Phase::Ended;
+            self.close_pending = Some((CloseCode::Done, String::new()));
+            self.events.push_back(SenderEvent::Complete);
+        }
+    }
+
+    fn detect_lost(&mut self, now: Instant) {
+        let rtt = self.rtt.latest().max(self.rtt.min());
+        let window = self.reorder.window(now, self.rtt.min());
+        let mut lost = std::mem::take(&mut self.lost_scratch);
+        lost.clear();
+        self.loss_timer = self
+            .ledger
+            .detect_lost(now, rtt, window, |_, p| lost.push(p));
+        self.stats.lost_packets += lost.len() as u64;
+        for p in &lost {
+            if let SentKind::Data { chunk, .. } = p.kind {
+                if !self.delivered[chunk.object as usize].contains_range(chunk.offset..chunk.end())
+                {
+                    self.retransmit.push_back(chunk);
+                }
+            }
+        }
+        self.lost_scratch = lost;
+    }
+}

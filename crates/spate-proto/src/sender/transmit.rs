@@ -1,0 +1,325 @@
+//! Choosing and writing the sender's next packets (`docs/spec.md` §4.1, §4.3, §6.4, §7).
+//!
+//! Priority, highest first:
+//! 1. a pending CLOSE;
+//! 2. HELLO, while the handshake lasts (repeated at a doubling interval from one initial RTT);
+//! 3. a probe, when the probe timer fired: the oldest chunk still in flight, flagged PROBE, or a
+//!    PING if nothing is in flight;
+//! 4. subject to pacing and the in-flight bound, and not while the path is silent:
+//!    retransmissions of lost chunks, oldest loss first; then new data in object order. File
+//!    data waits until the manifest (object 0) is fully acknowledged.
+//!
+//! > §6.4: A retransmission carries the same object bytes in a new packet with a new packet
+//! > number and the RETRANSMISSION flag. A sender never retransmits bytes it knows were
+//! > delivered.
+
+use super::{Phase, Sender, Source, Transmit};
+use crate::cc::RateControl;
+use crate::codec::Writer;
+use crate::event::SessionError;
+use crate::recovery::{Chunk, SentKind};
+use crate::time::Instant;
+use crate::wire::{
+    Close, CloseCode, Data, DataFlags, Header, Hello, PacketType, CIPHER_NONE, DATA_OVERHEAD,
+    HEADER_LEN, IP_UDP_OVERHEAD, MAX_PACKET_NUMBER,
+};
+
+impl Sender {
+    /// Write the next datagrams to send into `buf`, if any are due at `now`.
+    ///
+    /// Call until it returns `None`, whenever anything happened (a datagram, a timeout, a new
+    /// session). `buf` should hold at least one maximum datagram (1472 bytes by default); a
+    /// larger buffer lets the sender write several equal-size datagrams at once for UDP GSO.
+    /// `source` supplies object bytes.
+    #[must_use]
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut impl Source,
+    ) -> Option<Transmit> {
+        if let Some((code, reason)) = self.close_pending.take() {
+            let len = self.write_close(buf, code, &reason)?;
+            return Some(Transmit {
+                len,
+                segment_size: len,
+            });
+        }
+        match self.phase {
+            Phase::Ended => None,
+            Phase::Handshake => {
+                if now < self.hello_due {
+                    return None;
+                }
+                let len = self.write_hello(now, buf)?;
+                Some(Transmit {
+                    len,
+                    segment_size: len,
+                })
+            }
+            Phase::Transfer => {
+                if self.probe_due {
+                    self.probe_due = false;
+                    let len = self.write_probe(now, buf, source)?;
+                    return Some(Transmit {
+                        len,
+                        segment_size: len,
+                    });
+                }
+                self.write_data_batch(now, buf, source)
+            }
+        }
+    }
+
+    fn take_pn(&mut self) -> Option<u64> {
+        if self.next_pn > MAX_PACKET_NUMBER {
+            self.fail(
+                SessionError::PacketNumbersExhausted,
+                CloseCode::Application,
+                "packet numbers exhausted",
+            );
+            return None;
+        }
+        let pn = self.next_pn;
+        self.next_pn += 1;
+        Some(pn)
+    }
+
+    fn header(&self, ty: PacketType, flags: u8, pn: u64) -> Header {
+        Header {
+            ty,
+            flags,
+            session: self.session,
+            pn,
+        }
+    }
+
+    fn record(&mut self, now: Instant, pn: u64, len: usize, kind: SentKind) {
+        self.ledger.on_sent(pn, now, len as u32, kind);
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        self.last_sent_at = now;
+        let wire = (len + IP_UDP_OVERHEAD) as u64;
+        self.cc.on_sent(now, wire);
+        self.pacer.on_sent(now, wire, self.cc.pacing_rate());
+    }
+
+    /// Manifest bytes that fit in a HELLO of `self.datagram` bytes.
+    pub(super) fn hello_prefix_len(&self) -> usize {
+        let probe = self.hello(&self.manifest_bytes);
+        let room = self.datagram.saturating_sub(HEADER_LEN + probe.fixed_len());
+        room.min(self.manifest_bytes.len())
+    }
+
+    fn hello<'a>(&self, prefix: &'a [u8]) -> Hello<'a> {
+        Hello {
+            max_datagram: self.datagram as u16,
+            cipher: CIPHER_NONE,
+            feedback_interval_us: (self.cfg.feedback_interval.as_micros() as u64)
+                .clamp(1, 1_000_000),
+            idle_timeout_ms: (self.cfg.idle_timeout.as_millis() as u64).max(1),
+            object_count: (self.sizes.len() - 1) as u64,
+            manifest_len: self.manifest_bytes.len() as u64,
+            manifest_prefix: prefix,
+        }
+    }
+
+    fn write_hello(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let pn = self.take_pn()?;
+        let hello = self.hello(&self.manifest_bytes[..self.prefix_len]);
+        let mut w = Writer::new(buf);
+        self.header(PacketType::Hello, 0, pn).encode(&mut w).ok()?;
+        hello.encode(&mut w, self.datagram).ok()?;
+        let len = w.len();
+        if self.hellos_sent == 0 {
+            self.first_hello_at = now;
+        }
+        self.hellos_sent += 1;
+        // Repeat after one initial RTT, doubling each time; capped at 1 s (or the initial RTT if
+        // that is longer) so that a lost HELLO on a lossy path costs at most a second.
+        let first = self.cfg.initial_rtt;
+        let cap = first.max(core::time::Duration::from_secs(1));
+        self.hello_due = now + (first * (1u32 << (self.hellos_sent - 1).min(8))).min(cap);
+        self.record(now, pn, len, SentKind::Control);
+        Some(len)
+    }
+
+    fn write_close(&mut self, buf: &mut [u8], code: CloseCode, reason: &str) -> Option<usize> {
+        let pn = self.next_pn.min(MAX_PACKET_NUMBER);
+        self.next_pn += 1;
+        let mut w = Writer::new(buf);
+        self.header(PacketType::Close, 0, pn).encode(&mut w).ok()?;
+        Close::encode(code, reason, &mut w).ok()?;
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += w.len() as u64;
+        Some(w.len())
+    }
+
+    fn write_probe(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut impl Source,
+    ) -> Option<usize> {
+        self.stats.probes_sent += 1;
+        let chunk = self
+            .ledger
+            .oldest_in_flight()
+            .and_then(|(_, p)| match p.kind {
+                SentKind::Data { chunk, .. } => Some(chunk),
+                SentKind::Control => None,
+            });
+        match chunk {
+            Some(c) => {
+                let flags = DataFlags {
+                    retransmission: true,
+                    probe: true,
+                };
+                self.write_data(now, buf, source, c, flags)
+            }
+            None => {
+                let pn = self.take_pn()?;
+                let mut w = Writer::new(buf);
+                self.header(PacketType::Ping, 0, pn).encode(&mut w).ok()?;
+                let len = w.len();
+                self.record(now, pn, len, SentKind::Control);
+                Some(len)
+            }
+        }
+    }
+
+    fn write_data_batch(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut impl Source,
+    ) -> Option<Transmit> {
+        let mut len = 0;
+        let mut segment = 0;
+        while !self.silent
+            && self.pacer.may_send(now)
+            && !self.window_full()
+            && buf.len() - len >= self.datagram
+        {
+            let Some((chunk, retransmission)) = self.next_chunk() else {
+                break;
+            };
+            let flags = DataFlags {
+                retransmission,
+                probe: false,
+            };
+            let Some(n) = self.write_data(now, &mut buf[len..], source, chunk, flags) else {
+                if retransmission {
+                    self.retransmit.push_front(chunk);
+                }
+                break;
+            };
+            if segment == 0 {
+                segment = n;
+            }
+            len += n;
+            if n < segment || self.phase != Phase::Transfer {
+                break;
+            }
+            if n < self.datagram {
+                break;
+            }
+        }
+        (len > 0).then_some(Transmit {
+            len,
+            segment_size: segment,
+        })
+    }
+
+    /// The next chunk to send: the oldest undelivered lost chunk, else new data.
+    fn next_chunk(&mut self) -> Option<(Chunk, bool)> {
+        while let Some(c) = self.retransmit.pop_front() {
+            if !self.delivered[c.object as usize].contains_range(c.offset..c.end()) {
+                return Some((c, true));
+            }
+        }
+        let payload = (self.datagram - DATA_OVERHEAD) as u64;
+        loop {
+            let (object, offset) = self.cursor;
+            let o = object as usize;
+            if o >= self.sizes.len() {
+                return None;
+            }
+            if o > 0 && !self.object_done[0] {
+                return None; // file data waits for the manifest
+            }
+            if offset >= self.sizes[o] {
+                self.cursor = (object + 1, 0);
+                continue;
+            }
+            let len = payload.min(self.sizes[o] - offset) as u32;
+            self.cursor.1 += u64::from(len);
+            return Some((
+                Chunk {
+                    object,
+                    offset,
+                    len,
+                },
+                false,
+            ));
+        }
+    }
+
+    fn write_data(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut impl Source,
+        chunk: Chunk,
+        flags: DataFlags,
+    ) -> Option<usize> {
+        let total = DATA_OVERHEAD + chunk.len as usize;
+        if buf.len() < total {
+            return None;
+        }
+        let pn = self.take_pn()?;
+        let mut w = Writer::new(buf);
+        self.header(PacketType::Data, flags.bits(), pn)
+            .encode(&mut w)
+            .ok()?;
+        Data::encode_fields(chunk.object, chunk.offset, &mut w).ok()?;
+        let payload = w.reserve(chunk.len as usize).ok()?;
+        if chunk.object == 0 {
+            let start = chunk.offset as usize;
+            payload.copy_from_slice(&self.manifest_bytes[start..start + chunk.len as usize]);
+        } else if let Err(reason) = source.read(chunk.object, chunk.offset, payload) {
+            let err = SessionError::Source {
+                object: chunk.object,
+                offset: chunk.offset,
+                reason,
+            };
+            let msg = err.to_string();
+            self.fail(err, CloseCode::Application, &msg);
+            return None;
+        }
+        self.stats.data_packets_sent += 1;
+        if flags.retransmission {
+            self.stats.retransmitted_packets += 1;
+        }
+        self.record(
+            now,
+            pn,
+            total,
+            SentKind::Data {
+                chunk,
+                retransmission: flags.retransmission,
+            },
+        );
+        Some(total)
+    }
+
+    pub(super) fn has_data_to_send(&self) -> bool {
+        if !self.retransmit.is_empty() {
+            return true;
+        }
+        if self.cursor.0 == 0 && self.cursor.1 < self.sizes[0] {
+            return true;
+        }
+        self.object_done[0] && self.cursor < self.data_end
+    }
+}

@@ -1,0 +1,229 @@
+//! FEEDBACK: the receiver's report (`docs/spec.md` §4.5).
+//!
+//! ```text
+//! FEEDBACK body:
+//!   Largest Received (varint)        highest packet number received from the sender
+//!   Ack Delay (varint)               µs between receiving Largest and sending this packet
+//!   Receive Time (varint)            µs on the receiver's clock when Largest arrived
+//!   Bytes Received (varint)          datagram bytes of all DATA received so far (cumulative)
+//!   First Missing Object (varint)    } the receiver holds every byte of every object before
+//!   First Missing Offset (varint)    } this position (object, offset); Object Count + 1 when done
+//!   Range Count (varint)             number of (Gap, Length) pairs that follow First Range
+//!   First Range (varint)             packets Largest − First Range ..= Largest were received
+//!   { Gap (varint), Length (varint) } × Range Count
+//! FEEDBACK flags (header bits 4–7):
+//!   0x1 COMPLETE   the receiver holds every byte of every object
+//! ```
+//!
+//! > §4.5: Ranges are listed from the highest packet numbers down and use the arithmetic of
+//! > RFC 9000 §19.3.1: after a range whose smallest packet number is `s`, the next range's
+//! > largest is `s − Gap − 2` and its smallest is that value minus Length. Packet numbers inside
+//! > the span covered by the listed ranges that fall between ranges were not received; packet
+//! > numbers below the lowest range are not reported on (the receiver omits old ranges it has
+//! > already reported several times).
+
+use super::header::MAX_PACKET_NUMBER;
+use super::WireError;
+use crate::codec::{Reader, Writer};
+
+/// FEEDBACK flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FeedbackFlags {
+    /// The receiver holds all data.
+    pub complete: bool,
+}
+
+impl FeedbackFlags {
+    /// The 4-bit header field.
+    pub fn bits(self) -> u8 {
+        u8::from(self.complete)
+    }
+    /// From the 4-bit header field; unknown bits are ignored.
+    pub fn from_bits(bits: u8) -> Self {
+        FeedbackFlags {
+            complete: bits & 1 != 0,
+        }
+    }
+}
+
+/// Everything in a FEEDBACK body except the ranges; used for encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FeedbackRepr {
+    /// Header flags.
+    pub flags: FeedbackFlags,
+    /// µs between receiving the largest packet and sending the report.
+    pub ack_delay_us: u64,
+    /// Receiver clock (µs) when the largest packet arrived.
+    pub recv_time_us: u64,
+    /// Cumulative DATA datagram bytes received.
+    pub bytes_received: u64,
+    /// Object part of the first byte the receiver lacks.
+    pub first_missing_object: u32,
+    /// Offset part of the first byte the receiver lacks.
+    pub first_missing_offset: u64,
+}
+
+impl FeedbackRepr {
+    /// Write the body with as many of `ranges` as fit; returns how many were written.
+    ///
+    /// `ranges` are inclusive `(smallest, largest)` pairs, strictly descending and separated by
+    /// at least one missing packet number; the first one is required.
+    pub fn encode(
+        &self,
+        w: &mut Writer<'_>,
+        mut ranges: impl Iterator<Item = (u64, u64)>,
+    ) -> Result<usize, WireError> {
+        let (lo, hi) = ranges
+            .next()
+            .ok_or(WireError::Invalid("feedback without ranges"))?;
+        if lo > hi || hi > MAX_PACKET_NUMBER {
+            return Err(WireError::Invalid("bad first range"));
+        }
+        w.varint(hi)?;
+        w.varint(self.ack_delay_us)?;
+        w.varint(self.recv_time_us)?;
+        w.varint(self.bytes_received)?;
+        w.varint(u64::from(self.first_missing_object))?;
+        w.varint(self.first_missing_offset)?;
+        // Range Count is written last, in a fixed two-byte varint form so that it can be filled in
+        // after we know how many ranges fit.
+        let count_at = w.len();
+        w.u16(0x4000)?;
+        w.varint(hi - lo)?;
+        let mut count: u64 = 0;
+        let mut prev_lo = lo;
+        for (lo, hi) in ranges {
+            if count == 0x3fff {
+                break;
+            }
+            if hi + 2 > prev_lo || lo > hi {
+                return Err(WireError::Invalid("ranges not descending and disjoint"));
+            }
+            let gap = prev_lo - hi - 2;
+            let len = hi - lo;
+            let need = crate::codec::varint_len(gap) + crate::codec::varint_len(len);
+            if w.remaining() < need {
+                break;
+            }
+            w.varint(gap)?;
+            w.varint(len)?;
+            count += 1;
+            prev_lo = lo;
+        }
+        w.patch_u16(count_at, 0x4000 | count as u16);
+        Ok(count as usize + 1)
+    }
+}
+
+/// A parsed FEEDBACK body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Feedback<'a> {
+    /// Fields other than the ranges.
+    pub repr: FeedbackRepr,
+    /// The received ranges.
+    pub ranges: AckRanges<'a>,
+}
+
+impl<'a> Feedback<'a> {
+    /// Parse and validate a body (header flags are applied by the caller).
+    pub fn decode(r: &mut Reader<'a>) -> Result<Self, WireError> {
+        let largest = r.varint()?;
+        if largest > MAX_PACKET_NUMBER {
+            return Err(WireError::Invalid("largest received exceeds 48 bits"));
+        }
+        let ack_delay_us = r.varint()?;
+        let recv_time_us = r.varint()?;
+        let bytes_received = r.varint()?;
+        let first_missing_object = r.varint_u32()?;
+        let first_missing_offset = r.varint()?;
+        let count = r.varint()?;
+        let first_range = r.varint()?;
+        if first_range > largest {
+            return Err(WireError::Invalid("first range below packet number zero"));
+        }
+        let start = r.position();
+        let mut prev_lo = largest - first_range;
+        for _ in 0..count {
+            let gap = r.varint()?;
+            let len = r.varint()?;
+            let hi = prev_lo
+                .checked_sub(gap)
+                .and_then(|v| v.checked_sub(2))
+                .ok_or(WireError::Invalid("range below packet number zero"))?;
+            prev_lo = hi
+                .checked_sub(len)
+                .ok_or(WireError::Invalid("range below packet number zero"))?;
+        }
+        // Bytes after the last range are reserved for extensions (spec §4.5) and ignored.
+        let bytes = r.slice(start, r.position());
+        r.rest();
+        let ranges = AckRanges {
+            largest,
+            first_range,
+            count,
+            bytes,
+        };
+        Ok(Feedback {
+            repr: FeedbackRepr {
+                flags: FeedbackFlags::default(),
+                ack_delay_us,
+                recv_time_us,
+                bytes_received,
+                first_missing_object,
+                first_missing_offset,
+            },
+            ranges,
+        })
+    }
+
+    /// Largest packet number received.
+    pub fn largest(&self) -> u64 {
+        self.ranges.largest
+    }
+}
+
+/// Validated received ranges, iterated from the highest packet numbers down.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AckRanges<'a> {
+    largest: u64,
+    first_range: u64,
+    count: u64,
+    bytes: &'a [u8],
+}
+
+impl<'a> AckRanges<'a> {
+    /// Iterate inclusive `(smallest, largest)` ranges, highest first.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + 'a {
+        let mut r = Reader::new(self.bytes);
+        let mut next = Some((self.largest - self.first_range, self.largest));
+        let mut left = self.count;
+        core::iter::from_fn(move || {
+            let out = next?;
+            next = None;
+            if left > 0 {
+                left -= 1;
+                // Validated at decode time; a failure here cannot happen, and ends iteration.
+                if let (Ok(gap), Ok(len)) = (r.varint(), r.varint()) {
+                    let hi = out.0.saturating_sub(gap).saturating_sub(2);
+                    next = Some((hi.saturating_sub(len), hi));
+                }
+            }
+            Some(out)
+        })
+    }
+
+    /// Smallest packet number covered by the report.
+    pub fn smallest(&self) -> u64 {
+        self.iter().last().map_or(self.largest, |(lo, _)| lo)
+    }
+
+    /// Number of ranges.
+    pub fn len(&self) -> usize {
+        self.count as usize + 1
+    }
+
+    /// Always false: a report has at least one range.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,147 @@
+//! HELLO and ACCEPT: the handshake (`docs/spec.md` §4.1–§4.2).
+//!
+//! > §4.1 HELLO: sent by the sender to open a session and repeated, with a new packet number,
+//! > until an ACCEPT or CLOSE arrives. It carries the session parameters, the manifest's length
+//! > and as much of the manifest as fits. It is padded with zero bytes to the sender's maximum
+//! > datagram size, which proves that datagrams of that size cross the path and lets the
+//! > receiver answer without amplification (an ACCEPT is always smaller than the HELLO).
+//!
+//! ```text
+//! HELLO body:
+//!   Max Datagram (16)            largest UDP payload the sender will send
+//!   Cipher (8)                   0 = none (v1); other values reserved for §8.2
+//!   Feedback Interval (varint)   µs between receiver reports while data flows
+//!   Idle Timeout (varint)        ms of silence after which the session fails
+//!   Object Count (varint)        number of manifest entries
+//!   Manifest Length (varint)     bytes of the encoded manifest (object 0)
+//!   Prefix Length (varint)       bytes of the manifest carried in this packet
+//!   Manifest Prefix (..)
+//!   Padding (..)                 zero bytes, ignored
+//!
+//! ACCEPT body:
+//!   Max Datagram (16)            largest UDP payload the receiver accepts
+//!   Idle Timeout (varint)        the receiver's idle timeout, ms
+//! ```
+
+use super::WireError;
+use crate::codec::{Reader, Writer};
+use crate::wire::{MAX_DATAGRAM, MIN_DATAGRAM};
+
+/// Cipher identifier for unencrypted sessions (the only one in v1).
+pub const CIPHER_NONE: u8 = 0;
+
+/// HELLO body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello<'a> {
+    /// Largest UDP payload the sender will send.
+    pub max_datagram: u16,
+    /// Cipher suite (0 = none).
+    pub cipher: u8,
+    /// Requested interval between feedback packets, µs.
+    pub feedback_interval_us: u64,
+    /// Sender's idle timeout, ms.
+    pub idle_timeout_ms: u64,
+    /// Manifest entries.
+    pub object_count: u64,
+    /// Total manifest bytes.
+    pub manifest_len: u64,
+    /// The first bytes of the manifest.
+    pub manifest_prefix: &'a [u8],
+}
+
+impl<'a> Hello<'a> {
+    /// Bytes the body takes before the manifest prefix.
+    pub fn fixed_len(&self) -> usize {
+        use crate::codec::varint_len as v;
+        3 + v(self.feedback_interval_us)
+            + v(self.idle_timeout_ms)
+            + v(self.object_count)
+            + v(self.manifest_len)
+            + v(self.manifest_prefix.len() as u64)
+    }
+
+    /// Parse a body.
+    pub fn decode(r: &mut Reader<'a>) -> Result<Self, WireError> {
+        let max_datagram = r.u16()?;
+        if usize::from(max_datagram) < MIN_DATAGRAM {
+            return Err(WireError::Invalid("max datagram below 1232"));
+        }
+        let cipher = r.u8()?;
+        let feedback_interval_us = r.varint()?;
+        if feedback_interval_us == 0 || feedback_interval_us > 1_000_000 {
+            return Err(WireError::Invalid("feedback interval outside 1 µs..1 s"));
+        }
+        let idle_timeout_ms = r.varint()?;
+        if idle_timeout_ms == 0 {
+            return Err(WireError::Invalid("idle timeout of zero"));
+        }
+        let object_count = r.varint()?;
+        let manifest_len = r.varint()?;
+        let prefix_len = r.varint()?;
+        if prefix_len > manifest_len {
+            return Err(WireError::Invalid("manifest prefix longer than manifest"));
+        }
+        let prefix_len = usize::try_from(prefix_len).map_err(|_| WireError::Truncated)?;
+        let manifest_prefix = r.bytes(prefix_len)?;
+        // The rest is padding; its content is ignored.
+        r.rest();
+        Ok(Hello {
+            max_datagram,
+            cipher,
+            feedback_interval_us,
+            idle_timeout_ms,
+            object_count,
+            manifest_len,
+            manifest_prefix,
+        })
+    }
+
+    /// Write the body, then pad with zeros up to `pad_to` bytes of total writer length.
+    pub fn encode(&self, w: &mut Writer<'_>, pad_to: usize) -> Result<(), WireError> {
+        if usize::from(self.max_datagram) < MIN_DATAGRAM
+            || usize::from(self.max_datagram) > MAX_DATAGRAM
+        {
+            return Err(WireError::Invalid("max datagram outside 1232..65507"));
+        }
+        w.u16(self.max_datagram)?;
+        w.u8(self.cipher)?;
+        w.varint(self.feedback_interval_us)?;
+        w.varint(self.idle_timeout_ms)?;
+        w.varint(self.object_count)?;
+        w.varint(self.manifest_len)?;
+        w.varint(self.manifest_prefix.len() as u64)?;
+        w.put(self.manifest_prefix)?;
+        let pad = pad_to.saturating_sub(w.len()).min(w.remaining());
+        w.zeros(pad)
+    }
+}
+
+/// ACCEPT body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Accept {
+    /// Largest UDP payload the receiver accepts.
+    pub max_datagram: u16,
+    /// Receiver's idle timeout, ms.
+    pub idle_timeout_ms: u64,
+}
+
+impl Accept {
+    /// Parse a body.
+    pub fn decode(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let max_datagram = r.u16()?;
+        if usize::from(max_datagram) < MIN_DATAGRAM {
+            return Err(WireError::Invalid("max datagram below 1232"));
+        }
+        let idle_timeout_ms = r.varint()?;
+        Ok(Accept {
+            max_datagram,
+            idle_timeout_ms,
+        })
+    }
+
+    /// Write the body.
+    pub fn encode(&self, w: &mut Writer<'_>) -> Result<(), WireError> {
+        w.u16(self.max_datagram)?;
+        w.varint(self.idle_timeout_ms)
+    }
+}

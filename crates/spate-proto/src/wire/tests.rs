@@ -1,0 +1,190 @@
+//! Wire format tests against literal byte arrays (the layouts of `docs/spec.md` §3–§4).
+
+use super::*;
+use crate::codec::Writer;
+use proptest::prelude::*;
+
+fn encode(f: impl FnOnce(&mut Writer<'_>)) -> Vec<u8> {
+    let mut buf = vec![0u8; 2048];
+    let mut w = Writer::new(&mut buf);
+    f(&mut w);
+    let n = w.len();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn header_layout() {
+    let h = Header {
+        ty: PacketType::Data,
+        flags: 0x3,
+        session: 0xdead_beef,
+        pn: 0x0102_0304_0506,
+    };
+    let bytes = encode(|w| h.encode(w).unwrap());
+    assert_eq!(
+        bytes,
+        [0x01, 0x33, 0xde, 0xad, 0xbe, 0xef, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06]
+    );
+}
+
+#[test]
+fn data_packet_bytes() {
+    let bytes = [
+        0x01, 0x13, 0, 0, 0, 9, 0, 0, 0, 0, 0,
+        5, // header: DATA, RETRANSMISSION, session 9, pn 5
+        0, 0, 0, 2, // object 2
+        0, 0, 0, 0, 0, 0, 0x10, 0x00, // offset 4096
+        b'h', b'i',
+    ];
+    let p = parse(&bytes).unwrap();
+    assert_eq!(p.header.pn, 5);
+    let Packet::Data(d) = p.packet else {
+        panic!("not data")
+    };
+    assert_eq!((d.object, d.offset, d.payload), (2, 4096, &b"hi"[..]));
+    assert!(d.flags.retransmission && !d.flags.probe);
+    // An empty payload is invalid.
+    assert_eq!(
+        parse(&bytes[..24]),
+        Err(WireError::Invalid("empty DATA payload"))
+    );
+}
+
+#[test]
+fn hello_round_trip_with_padding() {
+    let prefix = [1u8, 2, 3];
+    let hello = Hello {
+        max_datagram: 1472,
+        cipher: CIPHER_NONE,
+        feedback_interval_us: 10_000,
+        idle_timeout_ms: 60_000,
+        object_count: 1,
+        manifest_len: 3,
+        manifest_prefix: &prefix,
+    };
+    let h = Header {
+        ty: PacketType::Hello,
+        flags: 0,
+        session: 7,
+        pn: 0,
+    };
+    let bytes = encode(|w| {
+        h.encode(w).unwrap();
+        hello.encode(w, 1472).unwrap();
+    });
+    assert_eq!(bytes.len(), 1472);
+    assert_eq!(
+        &bytes[12..27],
+        // max datagram, cipher, interval 10000 (0x6710), idle 60000 (0x8000_ea60), count, len,
+        // prefix len, prefix
+        &[0x05, 0xc0, 0x00, 0x67, 0x10, 0x80, 0x00, 0xea, 0x60, 0x01, 0x03, 0x03, 1, 2, 3]
+    );
+    assert_eq!(parse(&bytes).unwrap().packet, Packet::Hello(hello));
+}
+
+#[test]
+fn feedback_ranges_follow_rfc9000_arithmetic() {
+    let repr = FeedbackRepr {
+        flags: FeedbackFlags { complete: false },
+        ack_delay_us: 100,
+        recv_time_us: 5,
+        bytes_received: 3000,
+        first_missing_object: 1,
+        first_missing_offset: 0,
+    };
+    // Received: 90..=100, 80..=85, 10..=10. Gaps: 86..=89 (4 missing → Gap 3), 11..=79 (Gap 68).
+    let ranges = [(90u64, 100u64), (80, 85), (10, 10)];
+    let bytes = encode(|w| {
+        assert_eq!(repr.encode(w, ranges.iter().copied()).unwrap(), 3);
+    });
+    assert_eq!(
+        bytes,
+        [
+            0x40, 100, // largest 100
+            0x40, 100, // ack delay 100
+            5,   // receive time
+            0x4b, 0xb8, // bytes received 3000
+            1, 0, // watermark
+            0x40, 2,  // range count (fixed two-byte form)
+            10, // first range: 90..=100
+            3, 5, // gap 3, length 5: 80..=85
+            0x40, 68, 0, // gap 68, length 0: 10..=10
+        ]
+    );
+    let mut r = crate::codec::Reader::new(&bytes);
+    let f = Feedback::decode(&mut r).unwrap();
+    assert_eq!(f.ranges.iter().collect::<Vec<_>>(), ranges.to_vec());
+    assert_eq!(f.ranges.smallest(), 10);
+    assert_eq!(f.repr, repr);
+}
+
+#[test]
+fn feedback_rejects_ranges_below_zero_and_truncates_to_fit() {
+    // Largest 5, first range 3 → 2..=5, then gap 1 → next largest −1: invalid.
+    let bytes = [5, 0, 0, 0, 0, 0, 1, 3, 1, 0];
+    assert!(Feedback::decode(&mut crate::codec::Reader::new(&bytes)).is_err());
+    // Many ranges into a small buffer: as many as fit are written and the count says so.
+    let ranges: Vec<(u64, u64)> = (0..1000u64).rev().map(|i| (i * 4, i * 4 + 1)).collect();
+    let mut buf = [0u8; 64];
+    let mut w = Writer::new(&mut buf);
+    let n = FeedbackRepr::default()
+        .encode(&mut w, ranges.iter().copied())
+        .unwrap();
+    let len = w.len();
+    assert!(n > 10 && n < 1000);
+    let f = Feedback::decode(&mut crate::codec::Reader::new(&buf[..len])).unwrap();
+    assert_eq!(f.ranges.iter().collect::<Vec<_>>(), ranges[..n].to_vec());
+}
+
+#[test]
+fn close_and_unknown_types() {
+    let h = Header {
+        ty: PacketType::Close,
+        flags: 0,
+        session: 1,
+        pn: 2,
+    };
+    let bytes = encode(|w| {
+        h.encode(w).unwrap();
+        Close::encode(CloseCode::Refused, "no", w).unwrap();
+    });
+    assert_eq!(&bytes[12..], &[0, 3, 2, b'n', b'o']);
+    let Packet::Close(c) = parse(&bytes).unwrap().packet else {
+        panic!()
+    };
+    assert_eq!(
+        (c.code, c.reason_lossy().as_str()),
+        (CloseCode::Refused, "no")
+    );
+    let mut reserved = bytes.clone();
+    reserved[1] = 0x07; // REPAIR is reserved in v1
+    assert_eq!(parse(&reserved), Err(WireError::UnknownType(7)));
+    reserved[0] = 2;
+    assert_eq!(parse(&reserved), Err(WireError::UnsupportedVersion(2)));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    /// No input makes the parser panic; what parses re-validates.
+    #[test]
+    fn parse_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+        if let Ok(p) = parse(&bytes) {
+            if let Packet::Feedback(f) = p.packet {
+                let v: Vec<_> = f.ranges.iter().collect();
+                prop_assert_eq!(v.len(), f.ranges.len());
+                for w in v.windows(2) { prop_assert!(w[1].1 + 2 <= w[0].0); }
+            }
+        }
+    }
+
+    /// Structured fuzzing: valid headers followed by random bodies.
+    #[test]
+    fn parse_never_panics_on_valid_headers(ty in 0u8..16, flags in 0u8..16, body in prop::collection::vec(any::<u8>(), 0..120)) {
+        let mut bytes = vec![VERSION, (flags << 4) | ty, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1];
+        bytes.extend(body);
+        let _ = parse(&bytes);
+        let _ = crate::manifest::Manifest::decode(&bytes);
+    }
+}

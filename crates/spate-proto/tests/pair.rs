@@ -1,0 +1,355 @@
+//! A virtual-time pair of endpoints over a scripted link: the smallest complete driver loop,
+//! and scripted exchanges that read like packet traces (drop this one, delay that one).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use spate_proto::{
+    Entry, Instant, Manifest, RateConfig, Receiver, ReceiverConfig, ReceiverEvent, Sender,
+    SenderConfig, SenderEvent, Source,
+};
+
+/// Object bytes are a function of (object, offset) so any chunk can be checked.
+struct Pattern;
+fn byte_at(object: u32, offset: u64) -> u8 {
+    (offset.wrapping_mul(31) ^ u64::from(object).wrapping_mul(0x9e37)) as u8
+}
+impl Source for Pattern {
+    fn read(&mut self, object: u32, offset: u64, buf: &mut [u8]) -> Result<(), String> {
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = byte_at(object, offset + i as u64);
+        }
+        Ok(())
+    }
+}
+
+/// What the link does with the n-th datagram in one direction.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Fate {
+    Deliver,
+    Drop,
+    Delay(Duration),
+    Duplicate,
+}
+
+struct Outcome {
+    files: Vec<Vec<u8>>,
+    sender_events: Vec<SenderEvent>,
+    receiver_events: Vec<ReceiverEvent>,
+    end: Instant,
+    sender: Sender,
+    receiver: Option<Receiver>,
+}
+
+/// Run a transfer of `sizes` over a link with one-way delay `owd`, where `forward(n)` and
+/// `reverse(n)` decide the fate of the n-th datagram each way. Bounded to 10 minutes of virtual
+/// time and 10 million steps.
+fn run(
+    sizes: &[u64],
+    rate_bps: u64,
+    owd: Duration,
+    forward: impl Fn(u64, Instant) -> Fate,
+    reverse: impl Fn(u64, Instant) -> Fate,
+) -> Outcome {
+    let manifest = Manifest {
+        entries: sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| Entry::file(format!("f{i}"), s))
+            .collect(),
+    };
+    let mut files: Vec<Vec<u8>> = sizes.iter().map(|&s| vec![0u8; s as usize]).collect();
+    let mut sender = Sender::new(
+        SenderConfig::new(RateConfig::fixed(rate_bps)),
+        42,
+        &manifest,
+        Instant::ZERO,
+    )
+    .unwrap();
+    let mut receiver: Option<Receiver> = None;
+    // (arrival time, sequence) -> (to_receiver, bytes)
+    let mut wire: BTreeMap<(Instant, u64), (bool, Vec<u8>)> = BTreeMap::new();
+    let (mut seq, mut fwd_n, mut rev_n) = (0u64, 0u64, 0u64);
+    let mut now = Instant::ZERO;
+    let mut buf = vec![0u8; 1472];
+    let (mut sender_events, mut receiver_events) = (vec![], vec![]);
+    let mut send =
+        |wire: &mut BTreeMap<_, _>, to_rx: bool, now: Instant, bytes: &[u8], fate: Fate| {
+            let mut put = |at: Instant| {
+                seq += 1;
+                wire.insert((at, seq), (to_rx, bytes.to_vec()));
+            };
+            match fate {
+                Fate::Deliver => put(now + owd),
+                Fate::Drop => {}
+                Fate::Delay(d) => put(now + owd + d),
+                Fate::Duplicate => {
+                    put(now + owd);
+                    put(now + owd);
+                }
+            }
+        };
+    for _ in 0..10_000_000 {
+        while let Some(t) = sender.poll_transmit(now, &mut buf, &mut Pattern) {
+            let fate = forward(fwd_n, now);
+            fwd_n += 1;
+            send(&mut wire, true, now, &buf[..t.len], fate);
+        }
+        if let Some(r) = receiver.as_mut() {
+            while let Some(t) = r.poll_transmit(now, &mut buf) {
+                let fate = reverse(rev_n, now);
+                rev_n += 1;
+                send(&mut wire, false, now, &buf[..t.len], fate);
+            }
+            while let Some(e) = r.poll_event() {
+                receiver_events.push(e);
+            }
+        }
+        while let Some(e) = sender.poll_event() {
+            sender_events.push(e);
+        }
+        let rx_closed = receiver.as_ref().is_none_or(|r| r.is_closed());
+        if sender.is_closed() && rx_closed && wire.is_empty() {
+            break;
+        }
+        let mut next = wire.keys().next().map(|k| k.0).unwrap_or(Instant::MAX);
+        if let Some(t) = sender.poll_timeout() {
+            next = next.min(t);
+        }
+        if let Some(t) = receiver.as_ref().and_then(|r| r.poll_timeout()) {
+            next = next.min(t);
+        }
+        if next == Instant::MAX || next > Instant::from_millis(600_000) {
+            break;
+        }
+        now = now.max(next);
+        if let Some(entry) = wire.first_entry() {
+            if entry.key().0 <= now {
+                let (to_rx, mut bytes) = entry.remove();
+                if to_rx {
+                    match receiver.as_mut() {
+                        None => {
+                            receiver =
+                                Receiver::accept(ReceiverConfig::default(), now, &mut bytes).ok()
+                        }
+                        Some(r) => {
+                            if let Ok(Some(c)) = r.handle_datagram(now, &mut bytes) {
+                                let f = &mut files[c.object as usize - 1];
+                                let at = c.offset as usize;
+                                f[at..at + c.payload.len()].copy_from_slice(&bytes[c.payload]);
+                            }
+                        }
+                    }
+                } else {
+                    let _ = sender.handle_datagram(now, &mut bytes);
+                }
+                continue;
+            }
+        }
+        sender.handle_timeout(now);
+        if let Some(r) = receiver.as_mut() {
+            r.handle_timeout(now);
+        }
+    }
+    Outcome {
+        files,
+        sender_events,
+        receiver_events,
+        end: now,
+        sender,
+        receiver,
+    }
+}
+
+fn assert_exact(o: &Outcome, sizes: &[u64]) {
+    for (i, f) in o.files.iter().enumerate() {
+        assert_eq!(f.len() as u64, sizes[i]);
+        for (off, &b) in f.iter().enumerate() {
+            assert_eq!(b, byte_at(i as u32 + 1, off as u64), "file {i} byte {off}");
+        }
+    }
+    assert!(
+        o.sender_events.contains(&SenderEvent::Complete),
+        "{:?}",
+        o.sender_events
+    );
+    assert!(
+        o.receiver_events.contains(&ReceiverEvent::Complete),
+        "{:?}",
+        o.receiver_events
+    );
+}
+
+const MS: Duration = Duration::from_millis(1);
+
+#[test]
+fn clean_path_delivers_everything_in_about_one_transfer_time() {
+    let sizes = [1_000_000, 0, 5];
+    let o = run(
+        &sizes,
+        100_000_000,
+        25 * MS,
+        |_, _| Fate::Deliver,
+        |_, _| Fate::Deliver,
+    );
+    assert_exact(&o, &sizes);
+    // 1 MB at 100 Mbit/s ≈ 83 ms of sending plus a 50 ms handshake and 25 ms delivery.
+    assert!(o.end < Instant::from_millis(400), "took until {}", o.end);
+    assert_eq!(o.sender.stats().retransmitted_packets, 0);
+    assert_eq!(
+        o.receiver_events
+            .iter()
+            .filter(|e| matches!(e, ReceiverEvent::ObjectComplete(_)))
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn every_tenth_packet_lost_both_ways() {
+    let sizes = [2_000_000];
+    let lossy = |n: u64, _| {
+        if n % 10 == 3 {
+            Fate::Drop
+        } else {
+            Fate::Deliver
+        }
+    };
+    let o = run(&sizes, 50_000_000, 40 * MS, lossy, lossy);
+    assert_exact(&o, &sizes);
+    let s = o.sender.stats();
+    // Retransmissions: about a tenth of the packets plus losses of retransmissions.
+    assert!(
+        s.retransmitted_packets as f64 <= 0.13 * s.data_packets_sent as f64,
+        "{s:?}"
+    );
+}
+
+#[test]
+fn handshake_survives_lost_hello_and_lost_accept() {
+    let sizes = [10_000];
+    let o = run(
+        &sizes,
+        10_000_000,
+        10 * MS,
+        |n, _| if n == 0 { Fate::Drop } else { Fate::Deliver },
+        |n, _| if n == 0 { Fate::Drop } else { Fate::Deliver },
+    );
+    assert_exact(&o, &sizes);
+}
+
+#[test]
+fn reordering_and_duplicates_do_not_corrupt() {
+    let sizes = [3_000_000, 77_777];
+    let fwd = |n: u64, _| match n % 17 {
+        0 => Fate::Delay(15 * MS),
+        5 => Fate::Duplicate,
+        _ => Fate::Deliver,
+    };
+    let o = run(&sizes, 200_000_000, 20 * MS, fwd, |n, _| {
+        if n % 7 == 0 {
+            Fate::Duplicate
+        } else {
+            Fate::Deliver
+        }
+    });
+    assert_exact(&o, &sizes);
+    let rx = o.receiver.as_ref().unwrap().stats();
+    assert!(rx.duplicate_packets > 0);
+    // The reordering window adapts: few retransmissions are spurious.
+    let s = o.sender.stats();
+    assert!(s.spurious_losses * 100 <= s.data_packets_sent, "{s:?}");
+}
+
+#[test]
+fn tail_losses_are_repaired_without_long_timeouts() {
+    // The last 20 packets of the first flight are lost.
+    let sizes = [100 * 1448];
+    let o = run(
+        &sizes,
+        100_000_000,
+        50 * MS,
+        |n, _| {
+            if (80..=101).contains(&n) {
+                Fate::Drop
+            } else {
+                Fate::Deliver
+            }
+        },
+        |_, _| Fate::Deliver,
+    );
+    assert_exact(&o, &sizes);
+    // Handshake 100 ms + send 12 ms + a probe timeout (~RTT + 4·rttvar + 10 ms) + repair RTT.
+    assert!(o.end < Instant::from_millis(900), "took until {}", o.end);
+}
+
+#[test]
+fn thirty_second_outage_is_ridden_out() {
+    let sizes = [20_000_000];
+    let outage = |_: u64, t: Instant| {
+        if t >= Instant::from_millis(500) && t < Instant::from_millis(30_500) {
+            Fate::Drop
+        } else {
+            Fate::Deliver
+        }
+    };
+    let o = run(&sizes, 100_000_000, 30 * MS, outage, outage);
+    assert_exact(&o, &sizes);
+    assert!(o.sender_events.contains(&SenderEvent::PathSilent));
+    assert!(o.sender_events.contains(&SenderEvent::PathRestored));
+    // Data flows again within one RTT + 200 ms of the path returning, then 1.6 s of sending.
+    assert!(
+        o.end < Instant::from_millis(30_500 + 260 + 2_500),
+        "took until {}",
+        o.end
+    );
+    // Probes during the outage are bounded: at most ~5 per second.
+    assert!(
+        o.sender.stats().probes_sent < 30 * 6,
+        "{:?}",
+        o.sender.stats()
+    );
+}
+
+#[test]
+fn idle_timeout_ends_both_sides_with_clear_errors() {
+    let sizes = [50_000_000];
+    let dead = |_: u64, t: Instant| {
+        if t >= Instant::from_millis(300) {
+            Fate::Drop
+        } else {
+            Fate::Deliver
+        }
+    };
+    let o = run(&sizes, 100_000_000, 10 * MS, dead, dead);
+    let failed = o.sender_events.iter().find_map(|e| match e {
+        SenderEvent::Failed(err) => Some(err.to_string()),
+        _ => None,
+    });
+    assert!(failed.unwrap().contains("no packet from the peer for 60s"));
+    assert!(o
+        .receiver_events
+        .iter()
+        .any(|e| matches!(e, ReceiverEvent::Failed(_))));
+    assert!(
+        o.end >= Instant::from_millis(60_000) && o.end < Instant::from_millis(61_000),
+        "{}",
+        o.end
+    );
+}
+
+#[test]
+fn no_receiver_means_handshake_timeout() {
+    let o = run(
+        &[1],
+        1_000_000,
+        10 * MS,
+        |_, _| Fate::Drop,
+        |_, _| Fate::Drop,
+    );
+    let err = o.sender_events.iter().find_map(|e| match e {
+        SenderEvent::Failed(err) => Some(err.to_string()),
+        _ => None,
+    });
+    assert!(err.unwrap().contains("did not answer within 10s"));
+}
