@@ -83,6 +83,8 @@ pub struct SenderStats {
     pub data_packets_sent: u64,
     /// DATA packets that repeated bytes sent before (including probes that carry data).
     pub retransmitted_packets: u64,
+    /// Object bytes carried by retransmitted DATA packets.
+    pub retransmitted_bytes: u64,
     /// Probe packets sent.
     pub probes_sent: u64,
     /// Packets declared lost.

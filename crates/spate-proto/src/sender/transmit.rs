@@ -300,6 +300,7 @@ impl Sender {
         self.stats.data_packets_sent += 1;
         if flags.retransmission {
             self.stats.retransmitted_packets += 1;
+            self.stats.retransmitted_bytes += u64::from(chunk.len);
         }
         self.record(
             now,

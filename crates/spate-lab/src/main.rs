@@ -1,0 +1,31 @@
+//! `spate-lab`: Spate's laboratory. See `spate-lab --help`.
+
+mod plot;
+mod sim_cmd;
+
+use clap::{Parser, Subcommand};
+
+/// Spate's laboratory: run network experiments on Spate and report tables, time series and
+/// plots.
+#[derive(Parser)]
+#[command(name = "spate-lab", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Sim(sim_cmd::SimArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let res = match cli.command {
+        Command::Sim(a) => sim_cmd::run(a),
+    };
+    if let Err(e) = res {
+        eprintln!("spate-lab: error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,195 @@
+//! Plots of simulator runs, SVG or PNG (plotters).
+//!
+//! Text in PNGs is drawn with DejaVu Sans embedded in the binary (the `dejavu` crate), so plots
+//! render identically on a machine without any system fonts. SVGs name the font and leave
+//! rendering to the viewer.
+//!
+//! The run plot has two panels sharing the time axis: goodput (all flows, and each flow when
+//! there are several) against capacity, on a log scale when capacity spans more than a factor of
+//! 20 (a 100 Mbit/s → 10 Gbit/s handover would otherwise flatten the first phase); and mean and
+//! maximum queueing delay at the bottleneck.
+
+use std::path::Path;
+use std::sync::Once;
+
+use anyhow::{anyhow, bail, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use spate_sim::{Report, TimeSeries};
+
+const WIDTH: u32 = 1200;
+const HEIGHT: u32 = 800;
+const FLOW_COLORS: [RGBColor; 6] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+];
+
+/// Fail early, before a long run, on a plot file name we cannot write.
+pub fn check_extension(p: &Path) -> Result<()> {
+    match p.extension().and_then(|e| e.to_str()) {
+        Some("svg") | Some("png") => Ok(()),
+        _ => bail!("plot file {} must end in .svg or .png", p.display()),
+    }
+}
+
+fn register_fonts() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The embedded font is a valid TrueType file; failure would be a packaging bug, and
+        // text would then be missing rather than the program failing.
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            dejavu::sans::regular(),
+        );
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Bold, dejavu::sans::bold());
+    });
+}
+
+/// Write the run plot to `path` (.svg or .png).
+pub fn sim_plot(path: &Path, r: &Report, s: &TimeSeries) -> Result<()> {
+    check_extension(path)?;
+    register_fonts();
+    let title = format!("{} (seed {})", r.scenario, r.seed);
+    let res = if path.extension().and_then(|e| e.to_str()) == Some("svg") {
+        let root = SVGBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
+        draw(root, &title, s).map_err(|e| anyhow!("{e:?}"))
+    } else {
+        let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
+        draw(root, &title, s).map_err(|e| anyhow!("{e:?}"))
+    };
+    res.map_err(|e| anyhow!("cannot draw plot {}: {e}", path.display()))
+}
+
+/// A named line: legend text, style, points.
+type Line = (String, ShapeStyle, Vec<(f64, f64)>);
+
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    s: &TimeSeries,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    let root = root.titled(title, ("sans-serif", 24))?;
+    let (top, bottom) = root.split_vertically(HEIGHT * 62 / 100);
+    let t_max = s.rows.last().map_or(1.0, |r| r.t_s + s.bin_s).max(s.bin_s);
+    let cap_max = s
+        .rows
+        .iter()
+        .map(|r| r.capacity_mbps)
+        .fold(0.0, f64::max)
+        .max(1e-3);
+    let cap_min = s
+        .rows
+        .iter()
+        .map(|r| r.capacity_mbps)
+        .fold(f64::MAX, f64::min)
+        .max(1e-3);
+    let flows = s.rows.first().map_or(0, |r| r.flow_goodput_mbps.len());
+
+    let mut series: Vec<Line> = vec![(
+        "capacity".into(),
+        BLACK.stroke_width(2),
+        s.rows.iter().map(|r| (r.t_s, r.capacity_mbps)).collect(),
+    )];
+    series.push((
+        "goodput (all flows)".into(),
+        RGBColor(0xd6, 0x27, 0x28).stroke_width(2),
+        s.rows.iter().map(|r| (r.t_s, r.goodput_mbps)).collect(),
+    ));
+    if flows > 1 {
+        for i in 0..flows {
+            series.push((
+                format!("flow {i}"),
+                FLOW_COLORS[i % FLOW_COLORS.len()].stroke_width(1),
+                s.rows
+                    .iter()
+                    .map(|r| (r.t_s, r.flow_goodput_mbps[i]))
+                    .collect(),
+            ));
+        }
+    }
+
+    if cap_max / cap_min > 20.0 {
+        let lo = (cap_min / 10.0).max(1e-3);
+        let mut c = ChartBuilder::on(&top)
+            .margin(12)
+            .x_label_area_size(30)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..t_max, (lo..cap_max * 1.5).log_scale())?;
+        c.configure_mesh()
+            .y_desc("Mbit/s (log)")
+            .x_desc("time (s)")
+            .draw()?;
+        for (name, style, pts) in series {
+            let pts: Vec<_> = pts.into_iter().map(|(t, v)| (t, v.max(lo))).collect();
+            let legend = style;
+            c.draw_series(LineSeries::new(pts, style))?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], legend));
+        }
+        c.configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .draw()?;
+    } else {
+        let mut c = ChartBuilder::on(&top)
+            .margin(12)
+            .x_label_area_size(30)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..t_max, 0.0..cap_max * 1.15)?;
+        c.configure_mesh()
+            .y_desc("Mbit/s")
+            .x_desc("time (s)")
+            .draw()?;
+        for (name, style, pts) in series {
+            let legend = style;
+            c.draw_series(LineSeries::new(pts, style))?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], legend));
+        }
+        c.configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .draw()?;
+    }
+
+    let q_max = s
+        .rows
+        .iter()
+        .map(|r| r.queue_delay_ms_max)
+        .fold(0.0, f64::max)
+        .max(1.0);
+    let mut q = ChartBuilder::on(&bottom)
+        .margin(12)
+        .x_label_area_size(35)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..t_max, 0.0..q_max * 1.1)?;
+    q.configure_mesh()
+        .y_desc("queueing delay (ms)")
+        .x_desc("time (s)")
+        .draw()?;
+    let max_style = RGBColor(0x99, 0x99, 0x99).stroke_width(1);
+    q.draw_series(LineSeries::new(
+        s.rows.iter().map(|r| (r.t_s, r.queue_delay_ms_max)),
+        max_style,
+    ))?
+    .label("max")
+    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], max_style));
+    let mean_style = RGBColor(0x1f, 0x77, 0xb4).stroke_width(2);
+    q.draw_series(LineSeries::new(
+        s.rows.iter().map(|r| (r.t_s, r.queue_delay_ms_mean)),
+        mean_style,
+    ))?
+    .label("mean")
+    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], mean_style));
+    q.configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()?;
+    root.present()
+}

@@ -1,0 +1,484 @@
+//! The discrete-event loop.
+//!
+//! Virtual time starts at zero. Each step either delivers the earliest datagram in flight or
+//! runs the timers that are due; after every step every endpoint is asked for output until it
+//! has none. Datagrams travel as real Spate wire bytes through the [`Link`] model, one link per
+//! direction shared by all flows. Ties in time are broken by insertion order, so a run is a pure
+//! function of the scenario: same seed, same report, bit for bit.
+
+use core::cmp::Reverse;
+use core::time::Duration;
+use std::collections::BinaryHeap;
+
+use spate_netmodel::{Fate, Link};
+use spate_proto::wire::{IP_UDP_OVERHEAD, MAX_DATAGRAM};
+use spate_proto::{Instant, Receiver, ReceiverConfig};
+
+use crate::flow::Flow;
+use crate::metrics::{Recorder, COARSE_BIN};
+use crate::report::{round, FlowReport, Percentiles, PhaseReport, Report, SeriesRow, TimeSeries};
+use crate::scenario::Scenario;
+
+/// A run's outputs.
+#[derive(Debug, Clone)]
+pub struct SimResult {
+    /// Summary.
+    pub report: Report,
+    /// Time series.
+    pub series: TimeSeries,
+}
+
+/// A run that could not finish.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    /// The loop stopped making progress in time (a bug in an endpoint's timer logic).
+    #[error("simulation stalled at {0}: an endpoint keeps asking to be woken without progress")]
+    Stalled(Instant),
+}
+
+struct Datagram {
+    flow: u32,
+    to_receiver: bool,
+    bytes: Vec<u8>,
+}
+
+/// Steps allowed at one instant before the run is declared stalled.
+const STALL_STEPS: u32 = 1_000_000;
+
+struct Engine<'a> {
+    scenario: &'a Scenario,
+    now: Instant,
+    flows: Vec<Flow>,
+    forward: Link,
+    reverse: Link,
+    queue: BinaryHeap<Reverse<(Instant, u64, u32)>>,
+    seq: u64,
+    slots: Vec<Option<Datagram>>,
+    free: Vec<u32>,
+    pool: Vec<Vec<u8>>,
+    buf: Vec<u8>,
+    rec: Recorder,
+}
+
+/// Run a scenario to its end. `progress` is called now and then with the fraction done.
+pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(f64)) -> Result<SimResult, SimError> {
+    let n_phases = scenario.schedule.phases().len();
+    let mut e = Engine {
+        scenario,
+        now: Instant::ZERO,
+        flows: scenario
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| Flow::new(i, f.clone(), scenario.seed))
+            .collect(),
+        forward: Link::new(scenario.schedule.clone(), scenario.seed, 0),
+        reverse: Link::new(scenario.schedule.clone(), scenario.seed, 1),
+        queue: BinaryHeap::new(),
+        seq: 0,
+        slots: Vec::new(),
+        free: Vec::new(),
+        pool: Vec::new(),
+        buf: vec![0u8; MAX_DATAGRAM],
+        rec: Recorder::new(scenario.duration, scenario.flows.len(), n_phases),
+    };
+    let end = Instant::ZERO + scenario.duration;
+    let mut steps_here = 0u32;
+    let mut steps = 0u64;
+    loop {
+        e.start_flows();
+        e.transmit_all();
+        if e.flows.iter().all(|f| f.finished) {
+            break;
+        }
+        let next = e.next_event_time();
+        if next >= end {
+            e.now = end;
+            break;
+        }
+        if next > e.now {
+            e.now = next;
+            steps_here = 0;
+        } else {
+            steps_here += 1;
+            if steps_here > STALL_STEPS {
+                return Err(SimError::Stalled(e.now));
+            }
+        }
+        e.step();
+        steps += 1;
+        if steps % (1 << 16) == 0 {
+            progress(e.now.as_secs_f64() / end.as_secs_f64());
+        }
+    }
+    progress(1.0);
+    Ok(e.finish())
+}
+
+impl Engine<'_> {
+    fn start_flows(&mut self) {
+        for f in self.flows.iter_mut() {
+            if f.sender.is_none() && !f.finished && Instant::ZERO + f.spec.start <= self.now {
+                f.start(self.now);
+            }
+        }
+    }
+
+    fn next_event_time(&self) -> Instant {
+        let mut t = self
+            .queue
+            .peek()
+            .map_or(Instant::MAX, |Reverse((t, _, _))| *t);
+        for f in &self.flows {
+            if f.finished {
+                continue;
+            }
+            match &f.sender {
+                None => t = t.min(Instant::ZERO + f.spec.start),
+                Some(s) => {
+                    if let Some(x) = s.poll_timeout() {
+                        t = t.min(x);
+                    }
+                }
+            }
+            if let Some(x) = f.receiver.as_ref().and_then(|r| r.poll_timeout()) {
+                t = t.min(x);
+            }
+        }
+        t
+    }
+
+    fn schedule(&mut self, at: Instant, d: Datagram) {
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some(d);
+                s
+            }
+            None => {
+                self.slots.push(Some(d));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq, slot)));
+    }
+
+    /// Push one datagram through a link and schedule its arrival(s).
+    fn send(&mut self, flow: u32, to_receiver: bool, len: usize) {
+        let now = self.now;
+        let link = if to_receiver {
+            &mut self.forward
+        } else {
+            &mut self.reverse
+        };
+        let fate = link.transmit(now, (len + IP_UDP_OVERHEAD) as u64);
+        let phase = link.phase_index();
+        match fate {
+            Fate::Dropped(cause) => {
+                if to_receiver {
+                    self.rec.on_dropped(phase, now, cause);
+                }
+            }
+            Fate::Delivered {
+                at,
+                queue_delay,
+                duplicate,
+            } => {
+                if to_receiver {
+                    self.rec.on_queued(phase, now, queue_delay);
+                }
+                let copies = 1 + usize::from(duplicate);
+                for _ in 0..copies {
+                    // Datagram buffers are recycled through `pool`: no allocation per packet
+                    // once the pool holds as many buffers as packets are ever in flight.
+                    let mut bytes = self.pool.pop().unwrap_or_default();
+                    bytes.clear();
+                    bytes.extend_from_slice(&self.buf[..len]);
+                    self.schedule(
+                        at,
+                        Datagram {
+                            flow,
+                            to_receiver,
+                            bytes,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn transmit_all(&mut self) {
+        let now = self.now;
+        for i in 0..self.flows.len() {
+            if self.flows[i].finished {
+                continue;
+            }
+            loop {
+                let f = &mut self.flows[i];
+                let Some(s) = f.sender.as_mut() else { break };
+                let Some(t) = s.poll_transmit(now, &mut self.buf, &mut f.source) else {
+                    break;
+                };
+                let rate = s.pacing_rate();
+                self.rec.on_sent(i, now, rate);
+                // Segments leave one after another; the link serialises them.
+                let mut at = 0;
+                while at < t.len {
+                    let n = t.segment_size.min(t.len - at);
+                    if at > 0 {
+                        self.buf.copy_within(at..at + n, 0);
+                    }
+                    self.send(i as u32, true, n);
+                    at += n;
+                }
+            }
+            loop {
+                let f = &mut self.flows[i];
+                let Some(r) = f.receiver.as_mut() else { break };
+                let Some(t) = r.poll_transmit(now, &mut self.buf) else {
+                    break;
+                };
+                self.send(i as u32, false, t.len);
+            }
+            self.flows[i].poll_events(now);
+        }
+    }
+
+    fn step(&mut self) {
+        let now = self.now;
+        if let Some(&Reverse((at, _, slot))) = self.queue.peek() {
+            if at <= now {
+                self.queue.pop();
+                let Some(mut d) = self.slots[slot as usize].take() else {
+                    return;
+                };
+                self.free.push(slot);
+                self.arrive(now, &mut d);
+                self.pool.push(d.bytes);
+                return;
+            }
+        }
+        for f in self.flows.iter_mut().filter(|f| !f.finished) {
+            if let Some(s) = f.sender.as_mut() {
+                if s.poll_timeout().is_some_and(|t| t <= now) {
+                    s.handle_timeout(now);
+                }
+            }
+            if let Some(r) = f.receiver.as_mut() {
+                if r.poll_timeout().is_some_and(|t| t <= now) {
+                    r.handle_timeout(now);
+                }
+            }
+        }
+    }
+
+    fn arrive(&mut self, now: Instant, d: &mut Datagram) {
+        let i = d.flow as usize;
+        let f = &mut self.flows[i];
+        if f.finished {
+            return;
+        }
+        if !d.to_receiver {
+            if let Some(s) = f.sender.as_mut() {
+                let _ = s.handle_datagram(now, &mut d.bytes);
+            }
+            return;
+        }
+        match f.receiver.as_mut() {
+            None => {
+                if let Ok(r) = Receiver::accept(ReceiverConfig::default(), now, &mut d.bytes) {
+                    f.receiver = Some(r);
+                }
+            }
+            Some(r) => {
+                if let Ok(Some(c)) = r.handle_datagram(now, &mut d.bytes) {
+                    let payload = &d.bytes[c.payload.clone()];
+                    f.deliver(c.object, c.offset, payload);
+                    self.rec.on_delivered(i, now, payload.len() as u64);
+                }
+            }
+        }
+    }
+
+    fn finish(self) -> SimResult {
+        let end = self.now;
+        let flows = self.flows.iter().map(|f| flow_report(f, end)).collect();
+        let phases = self.phase_reports(end);
+        let series = self.series(end);
+        SimResult {
+            report: Report {
+                scenario: self.scenario.name.clone(),
+                seed: self.scenario.seed,
+                sim_time_s: round(end.as_secs_f64(), 6),
+                flows,
+                phases,
+            },
+            series,
+        }
+    }
+
+    fn phase_reports(&self, end: Instant) -> Vec<PhaseReport> {
+        let sched = &self.scenario.schedule;
+        let end_d = Duration::from_nanos(end.as_nanos());
+        sched
+            .phases()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let until = sched
+                    .phases()
+                    .get(i + 1)
+                    .map_or(end_d, |n| n.at)
+                    .min(end_d)
+                    .max(p.at);
+                let (b0, b1) = (self.rec.bin_of(p.at), self.rec.bin_of(until));
+                let secs = (until - p.at).as_secs_f64();
+                let delivered = self.rec.delivered_between(b0, b1);
+                let goodput = if secs > 0.0 {
+                    delivered as f64 * 8.0 / secs
+                } else {
+                    0.0
+                };
+                let tta = self.rec.time_to_adapt(b0, b1, p.rate_bps);
+                let after = tta.map(|t| {
+                    let from = p.at + t;
+                    let s = (until - from).as_secs_f64();
+                    let bytes = self.rec.delivered_between(self.rec.bin_of(from), b1);
+                    round(bytes as f64 * 8.0 / s / p.rate_bps as f64, 4)
+                });
+                let h = &self.rec.phase_hist[i];
+                let q = |v: f64| {
+                    if h.is_empty() {
+                        0.0
+                    } else {
+                        round(h.value_at_quantile(v) as f64 / 1e3, 3)
+                    }
+                };
+                let d = self.rec.phase_drops[i];
+                PhaseReport {
+                    at_s: round(p.at.as_secs_f64(), 6),
+                    until_s: round(until.as_secs_f64(), 6),
+                    capacity_mbps: round(p.rate_bps as f64 / 1e6, 3),
+                    goodput_mbps: round(goodput / 1e6, 3),
+                    utilization: round(goodput / p.rate_bps as f64, 4),
+                    time_to_adapt_s: tta.map(|t| round(t.as_secs_f64(), 3)),
+                    utilization_after_adapt: after,
+                    queue_delay_ms: Percentiles {
+                        p50: q(0.5),
+                        p95: q(0.95),
+                        p99: q(0.99),
+                    },
+                    queue_drops: d[0],
+                    random_drops: d[1],
+                    outage_drops: d[2],
+                }
+            })
+            .collect()
+    }
+
+    fn series(&self, end: Instant) -> TimeSeries {
+        let w = (COARSE_BIN.as_nanos() / self.rec.fine.as_nanos()).max(1) as usize;
+        let last = self.rec.bin(end);
+        let bin_s = (self.rec.fine * w as u32).as_secs_f64();
+        let mut rows = Vec::new();
+        let mut b = 0;
+        while b < last {
+            let e = (b + w).min(last);
+            let secs = (self.rec.fine * (e - b) as u32).as_secs_f64();
+            let mbps = |bytes: u64| round(bytes as f64 * 8.0 / secs / 1e6, 3);
+            let n: u64 = self.rec.qdelay_n[b..e].iter().map(|&x| u64::from(x)).sum();
+            let sum: u64 = self.rec.qdelay_sum_us[b..e].iter().sum();
+            rows.push(SeriesRow {
+                t_s: round((self.rec.fine * b as u32).as_secs_f64(), 3),
+                capacity_mbps: round(
+                    self.rec.capacity_at(&self.scenario.schedule, b) as f64 / 1e6,
+                    3,
+                ),
+                goodput_mbps: mbps(self.rec.delivered_between(b, e)),
+                flow_goodput_mbps: self
+                    .rec
+                    .delivered
+                    .iter()
+                    .map(|f| mbps(f[b..e].iter().sum()))
+                    .collect(),
+                flow_rate_mbps: self
+                    .rec
+                    .rate
+                    .iter()
+                    .map(|r| {
+                        round(
+                            r[b..e].iter().rev().find(|&&x| x > 0).copied().unwrap_or(0) as f64
+                                / 1e6,
+                            3,
+                        )
+                    })
+                    .collect(),
+                queue_delay_ms_mean: if n > 0 {
+                    round(sum as f64 / n as f64 / 1e3, 3)
+                } else {
+                    0.0
+                },
+                queue_delay_ms_max: round(
+                    f64::from(*self.rec.qdelay_max_us[b..e].iter().max().unwrap_or(&0)) / 1e3,
+                    3,
+                ),
+                drops: self.rec.drops[b..e].iter().map(|&x| u64::from(x)).sum(),
+            });
+            b = e;
+        }
+        TimeSeries { bin_s, rows }
+    }
+}
+
+fn flow_report(f: &Flow, end: Instant) -> FlowReport {
+    let start = Instant::ZERO + f.spec.start;
+    let (tx, rx) = (
+        f.sender.as_ref().map(|s| *s.stats()),
+        f.receiver.as_ref().map(|r| *r.stats()),
+    );
+    let tx = tx.unwrap_or_default();
+    let rx = rx.unwrap_or_default();
+    let delivered = rx.delivered_bytes;
+    let complete = f.completed_at.is_some() && f.spec.bytes > 0;
+    let stop = f.completed_at.unwrap_or(end);
+    let secs = stop.saturating_since(start).as_secs_f64();
+    let offered = f.bytes_offered();
+    let digest_ok = !complete || f.sink.digest == f.source.digest;
+    let feedback = rx.bytes_sent + rx.packets_sent * IP_UDP_OVERHEAD as u64;
+    FlowReport {
+        policy: f.spec.rate.policy.name().to_owned(),
+        start_s: round(f.spec.start.as_secs_f64(), 6),
+        bytes_offered: offered,
+        bytes_delivered: delivered,
+        complete,
+        completion_s: f
+            .completed_at
+            .filter(|_| complete)
+            .map(|t| round(t.saturating_since(start).as_secs_f64(), 6)),
+        verified: f.sink.mismatches == 0 && digest_ok && f.error.is_none(),
+        goodput_mbps: if secs > 0.0 {
+            round(delivered as f64 * 8.0 / secs / 1e6, 3)
+        } else {
+            0.0
+        },
+        data_packets_sent: tx.data_packets_sent,
+        retransmitted_packets: tx.retransmitted_packets,
+        retransmission_overhead: if offered > 0 {
+            round(tx.retransmitted_bytes as f64 / offered as f64, 5)
+        } else {
+            0.0
+        },
+        spurious_retransmissions: rx.spurious_retransmissions,
+        lost_packets: tx.lost_packets,
+        feedback_bytes: feedback,
+        feedback_kib_per_gib: if delivered > 0 {
+            round(
+                feedback as f64 / 1024.0 / (delivered as f64 / (1u64 << 30) as f64),
+                2,
+            )
+        } else {
+            0.0
+        },
+        error: f.error.clone(),
+    }
+}

@@ -1,0 +1,126 @@
+//! What the simulator measures while it runs, and the derived metrics of `SEEDS.md`.
+//!
+//! Delivered bytes, forward queueing delay and drops are binned in fine time bins (10 ms for
+//! runs up to 1 000 s). Phase metrics are computed from those bins at the end:
+//!
+//! * goodput: file bytes delivered to the application per second, all flows;
+//! * utilisation: goodput / capacity (capacity counts IP bytes, goodput only file bytes, so
+//!   header overhead alone caps utilisation at 1448/1500 ≈ 0.965 with 1472-byte datagrams);
+//! * time to adapt: from the phase start, the first 100 ms boundary after which every 100 ms
+//!   window for one second has goodput ≥ 90 % of capacity;
+//! * queueing delay percentiles: per packet entering the bottleneck during the phase.
+
+use core::time::Duration;
+
+use hdrhistogram::Histogram;
+use spate_netmodel::{DropCause, Schedule};
+use spate_proto::Instant;
+
+/// Width of the windows used for time to adapt and the time series.
+pub const COARSE_BIN: Duration = Duration::from_millis(100);
+
+pub(crate) struct Recorder {
+    pub fine: Duration,
+    pub delivered: Vec<Vec<u64>>,
+    pub rate: Vec<Vec<u64>>,
+    pub qdelay_sum_us: Vec<u64>,
+    pub qdelay_n: Vec<u32>,
+    pub qdelay_max_us: Vec<u32>,
+    pub drops: Vec<u32>,
+    pub phase_hist: Vec<Histogram<u64>>,
+    /// Per phase: queue, random, outage drops (forward direction).
+    pub phase_drops: Vec<[u64; 3]>,
+}
+
+impl Recorder {
+    pub fn new(duration: Duration, flows: usize, phases: usize) -> Self {
+        let fine = Duration::from_millis(10).max(duration / 100_000);
+        let n = (duration.as_nanos() / fine.as_nanos()) as usize + 2;
+        let hist = || Histogram::<u64>::new_with_bounds(1, 1_000_000_000, 3).expect("valid bounds");
+        Recorder {
+            fine,
+            delivered: vec![vec![0; n]; flows],
+            rate: vec![vec![0; n]; flows],
+            qdelay_sum_us: vec![0; n],
+            qdelay_n: vec![0; n],
+            qdelay_max_us: vec![0; n],
+            drops: vec![0; n],
+            phase_hist: (0..phases).map(|_| hist()).collect(),
+            phase_drops: vec![[0; 3]; phases],
+        }
+    }
+
+    pub fn bin(&self, t: Instant) -> usize {
+        ((t.as_nanos() / self.fine.as_nanos() as u64) as usize).min(self.qdelay_n.len() - 1)
+    }
+
+    pub fn on_delivered(&mut self, flow: usize, t: Instant, bytes: u64) {
+        let b = self.bin(t);
+        self.delivered[flow][b] += bytes;
+    }
+
+    pub fn on_sent(&mut self, flow: usize, t: Instant, rate_bps: u64) {
+        let b = self.bin(t);
+        self.rate[flow][b] = rate_bps;
+    }
+
+    pub fn on_queued(&mut self, phase: usize, t: Instant, delay: Duration) {
+        let b = self.bin(t);
+        let us = delay.as_micros().min(u128::from(u32::MAX)) as u32;
+        self.qdelay_sum_us[b] += u64::from(us);
+        self.qdelay_n[b] += 1;
+        self.qdelay_max_us[b] = self.qdelay_max_us[b].max(us);
+        self.phase_hist[phase].saturating_record(u64::from(us).max(1));
+    }
+
+    pub fn on_dropped(&mut self, phase: usize, t: Instant, cause: DropCause) {
+        let b = self.bin(t);
+        self.drops[b] += 1;
+        let i = match cause {
+            DropCause::Queue => 0,
+            DropCause::Random => 1,
+            DropCause::Outage => 2,
+        };
+        self.phase_drops[phase][i] += 1;
+    }
+
+    /// Delivered bytes, all flows, in fine bins `[from, to)`.
+    pub fn delivered_between(&self, from: usize, to: usize) -> u64 {
+        self.delivered
+            .iter()
+            .map(|f| f[from.min(f.len())..to.min(f.len())].iter().sum::<u64>())
+            .sum()
+    }
+
+    /// Time to adapt (see the module doc) for a phase spanning fine bins `[start, end)` with
+    /// capacity `bps`; `None` if goodput never held for a full second inside the phase.
+    pub fn time_to_adapt(&self, start: usize, end: usize, bps: u64) -> Option<Duration> {
+        let w = (COARSE_BIN.as_nanos() / self.fine.as_nanos()).max(1) as usize;
+        let windows = (Duration::from_secs(1).as_nanos() / COARSE_BIN.as_nanos()) as usize;
+        let need = bps as f64 * 0.9 * COARSE_BIN.as_secs_f64() / 8.0;
+        let good: Vec<bool> = (start..end)
+            .step_by(w)
+            .take_while(|&b| b + w <= end)
+            .map(|b| self.delivered_between(b, b + w) as f64 >= need)
+            .collect();
+        let mut run = 0;
+        for (k, &g) in good.iter().enumerate() {
+            run = if g { run + 1 } else { 0 };
+            if run == windows {
+                return Some(COARSE_BIN * (k + 1 - windows) as u32);
+            }
+        }
+        None
+    }
+
+    /// Fine bin index of a time.
+    pub fn bin_of(&self, d: Duration) -> usize {
+        (d.as_nanos() / self.fine.as_nanos()) as usize
+    }
+
+    /// Capacity at fine bin `b`.
+    pub fn capacity_at(&self, schedule: &Schedule, b: usize) -> u64 {
+        let t = Instant::from_nanos((self.fine * b as u32).as_nanos() as u64);
+        schedule.phases()[schedule.index_at(t)].rate_bps
+    }
+}

@@ -1,0 +1,207 @@
+//! The results of a run: a JSON-serialisable [`Report`] and a [`TimeSeries`].
+//!
+//! Field names and meanings follow `SEEDS.md` ("Metrics Spate reports"). Floats are rounded to
+//! a fixed number of digits so that reports diff cleanly and snapshot tests are stable.
+
+use serde::Serialize;
+
+/// Everything a run reports.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Report {
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed used.
+    pub seed: u64,
+    /// Simulated time at the end of the run, seconds.
+    pub sim_time_s: f64,
+    /// Per flow.
+    pub flows: Vec<FlowReport>,
+    /// Per path phase.
+    pub phases: Vec<PhaseReport>,
+}
+
+/// One flow's results.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FlowReport {
+    /// Rate policy.
+    pub policy: String,
+    /// Start time, seconds.
+    pub start_s: f64,
+    /// Transfer size; for unbounded flows (bytes = 0), the distinct bytes sent.
+    pub bytes_offered: u64,
+    /// Distinct file bytes delivered to the receiving application.
+    pub bytes_delivered: u64,
+    /// Whether every byte arrived.
+    pub complete: bool,
+    /// Seconds from the flow's start until the receiver held every byte.
+    pub completion_s: Option<f64>,
+    /// Every delivered chunk equals the sender's bytes, and (for complete transfers) the
+    /// receiver's digest over all delivered chunks equals the sender's digest over all it sent.
+    pub verified: bool,
+    /// bytes_delivered · 8 / (completion or end − start), Mbit/s.
+    pub goodput_mbps: f64,
+    /// DATA packets sent, including retransmissions.
+    pub data_packets_sent: u64,
+    /// DATA packets that repeated earlier bytes.
+    pub retransmitted_packets: u64,
+    /// Retransmitted file bytes / bytes offered.
+    pub retransmission_overhead: f64,
+    /// Retransmitted packets whose bytes had already arrived (counted by the receiver).
+    pub spurious_retransmissions: u64,
+    /// Packets the sender declared lost.
+    pub lost_packets: u64,
+    /// Receiver→sender bytes, UDP payload plus 28 bytes of IP/UDP header per packet.
+    pub feedback_bytes: u64,
+    /// feedback_bytes in KiB per GiB delivered.
+    pub feedback_kib_per_gib: f64,
+    /// Why the flow failed, if it did.
+    pub error: Option<String>,
+}
+
+/// Queueing delay percentiles, ms.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+/// One path phase's results.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PhaseReport {
+    /// Phase start, seconds.
+    pub at_s: f64,
+    /// Phase end (next phase or end of run), seconds.
+    pub until_s: f64,
+    /// Bottleneck capacity, Mbit/s.
+    pub capacity_mbps: f64,
+    /// Goodput of all flows, Mbit/s.
+    pub goodput_mbps: f64,
+    /// goodput / capacity.
+    pub utilization: f64,
+    /// Seconds from phase start until goodput stays ≥ 90 % of capacity for one second.
+    pub time_to_adapt_s: Option<f64>,
+    /// Utilisation from phase start + time to adapt until the phase end.
+    pub utilization_after_adapt: Option<f64>,
+    /// Queueing delay of packets entering the bottleneck in this phase (sender→receiver).
+    pub queue_delay_ms: Percentiles,
+    /// Packets dropped by the full queue (sender→receiver).
+    pub queue_drops: u64,
+    /// Packets dropped by random loss (sender→receiver).
+    pub random_drops: u64,
+    /// Packets dropped by outages (sender→receiver).
+    pub outage_drops: u64,
+}
+
+/// Per-interval samples for CSV and plots.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeSeries {
+    /// Interval length, seconds.
+    pub bin_s: f64,
+    /// Rows, one per interval.
+    pub rows: Vec<SeriesRow>,
+}
+
+/// One interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesRow {
+    /// Interval start, seconds.
+    pub t_s: f64,
+    /// Capacity, Mbit/s.
+    pub capacity_mbps: f64,
+    /// Goodput of all flows, Mbit/s.
+    pub goodput_mbps: f64,
+    /// Goodput per flow, Mbit/s.
+    pub flow_goodput_mbps: Vec<f64>,
+    /// Pacing rate per flow at the end of the interval, Mbit/s (0 when not sending).
+    pub flow_rate_mbps: Vec<f64>,
+    /// Mean queueing delay of packets entering the bottleneck, ms.
+    pub queue_delay_ms_mean: f64,
+    /// Largest queueing delay, ms.
+    pub queue_delay_ms_max: f64,
+    /// Packets dropped (sender→receiver).
+    pub drops: u64,
+}
+
+/// Round to `digits` decimals.
+pub fn round(v: f64, digits: i32) -> f64 {
+    let m = 10f64.powi(digits);
+    (v * m).round() / m
+}
+
+impl TimeSeries {
+    /// CSV with a header row.
+    pub fn to_csv(&self) -> String {
+        let flows = self.rows.first().map_or(0, |r| r.flow_goodput_mbps.len());
+        let mut out = String::from("t_s,capacity_mbps,goodput_mbps");
+        for i in 0..flows {
+            out += &format!(",flow{i}_goodput_mbps,flow{i}_rate_mbps");
+        }
+        out += ",queue_delay_ms_mean,queue_delay_ms_max,drops\n";
+        for r in &self.rows {
+            out += &format!("{},{},{}", r.t_s, r.capacity_mbps, r.goodput_mbps);
+            for i in 0..flows {
+                out += &format!(",{},{}", r.flow_goodput_mbps[i], r.flow_rate_mbps[i]);
+            }
+            out += &format!(
+                ",{},{},{}\n",
+                r.queue_delay_ms_mean, r.queue_delay_ms_max, r.drops
+            );
+        }
+        out
+    }
+}
+
+impl Report {
+    /// A plain-text summary for terminals.
+    pub fn to_text(&self) -> String {
+        let mut s = format!(
+            "scenario {:?} (seed {}), {:.3} s simulated\n\n",
+            self.scenario, self.seed, self.sim_time_s
+        );
+        s += "flow  policy  offered        delivered      done     verified  goodput Mbit/s  retrans %  spurious  feedback KiB/GiB\n";
+        for (i, f) in self.flows.iter().enumerate() {
+            s += &format!(
+                "{:<5} {:<7} {:<14} {:<14} {:<8} {:<9} {:<15.2} {:<10.3} {:<9} {:.1}\n",
+                i,
+                f.policy,
+                f.bytes_offered,
+                f.bytes_delivered,
+                f.completion_s.map_or("no".into(), |c| format!("{c:.3}s")),
+                if f.verified { "yes" } else { "NO" },
+                f.goodput_mbps,
+                f.retransmission_overhead * 100.0,
+                f.spurious_retransmissions,
+                f.feedback_kib_per_gib,
+            );
+            if let Some(e) = &f.error {
+                s += &format!("      error: {e}\n");
+            }
+        }
+        s += "\nphase  from-to s        capacity  goodput   util   adapt s  util after  queue p50/p95/p99 ms   drops q/rand/out\n";
+        for (i, p) in self.phases.iter().enumerate() {
+            s += &format!(
+                "{:<6} {:<16} {:<9} {:<9.2} {:<6.3} {:<8} {:<11} {:<21} {}/{}/{}\n",
+                i,
+                format!("{}-{}", p.at_s, p.until_s),
+                p.capacity_mbps,
+                p.goodput_mbps,
+                p.utilization,
+                p.time_to_adapt_s.map_or("-".into(), |t| format!("{t}")),
+                p.utilization_after_adapt
+                    .map_or("-".into(), |u| format!("{u:.3}")),
+                format!(
+                    "{}/{}/{}",
+                    p.queue_delay_ms.p50, p.queue_delay_ms.p95, p.queue_delay_ms.p99
+                ),
+                p.queue_drops,
+                p.random_drops,
+                p.outage_drops,
+            );
+        }
+        s
+    }
+}
