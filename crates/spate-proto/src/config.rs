@@ -49,7 +49,9 @@ pub struct ReceiverConfig {
     /// Fail after this long without any packet from the sender.
     pub idle_timeout: Duration,
     /// After all data arrived, how long to keep answering a sender that did not get the news
-    /// (its CLOSE ends this early).
+    /// (its CLOSE ends this early). It must cover the sender's idle timeout: a sender whose
+    /// COMPLETE report was lost in an outage keeps probing until then, and only an answer
+    /// tells it that the transfer succeeded.
     pub drain_timeout: Duration,
 }
 
@@ -58,7 +60,7 @@ impl Default for ReceiverConfig {
         ReceiverConfig {
             max_datagram: crate::wire::MAX_DATAGRAM as u16,
             idle_timeout: Duration::from_secs(60),
-            drain_timeout: Duration::from_secs(3),
+            drain_timeout: Duration::from_secs(60),
         }
     }
 }

@@ -99,7 +99,10 @@ impl Flow {
         let manifest = Manifest {
             entries: vec![Entry::file(format!("flow{}.bin", self.session), self.size)],
         };
-        let cfg = SenderConfig::new(self.spec.rate);
+        let mut cfg = SenderConfig::new(self.spec.rate);
+        // Simulated paths may go silent for long outages right at the start; the simulated
+        // sender waits as long for the first answer as for any other.
+        cfg.handshake_timeout = cfg.idle_timeout;
         match Sender::new(cfg, self.session, &manifest, now) {
             Ok(s) => self.sender = Some(s),
             Err(e) => {
@@ -134,7 +137,11 @@ impl Flow {
             }
         }
         let tx_done = self.sender.as_ref().is_some_and(|s| s.is_closed());
-        let rx_done = self.receiver.as_ref().is_none_or(|r| r.is_closed());
+        // A complete receiver waiting for a lost CLOSE has nothing left to tell anyone.
+        let rx_done = self
+            .receiver
+            .as_ref()
+            .is_none_or(|r| r.is_closed() || r.is_complete());
         if tx_done && rx_done {
             self.finished = true;
         }

@@ -288,6 +288,12 @@ impl Sender {
             return Err(DropReason::WrongSession(parsed.header.session));
         }
         if self.phase == Phase::Ended {
+            // A receiver still reporting after we completed missed our CLOSE: repeat it, once per
+            // report received (never more packets than received).
+            if self.objects_remaining == 0 && matches!(parsed.packet, Packet::Feedback(_)) {
+                self.close_pending = Some((CloseCode::Done, String::new()));
+                return Ok(());
+            }
             return Err(DropReason::Closed);
         }
         match parsed.packet {

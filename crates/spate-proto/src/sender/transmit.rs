@@ -2,7 +2,7 @@
 //!
 //! Priority, highest first:
 //! 1. a pending CLOSE;
-//! 2. HELLO, while the handshake lasts (repeated at a doubling interval from one initial RTT);
+//! 2. HELLO, while the handshake lasts (repeated after one initial RTT, then every 200 ms);
 //! 3. a probe, when the probe timer fired: the oldest chunk still in flight, flagged PROBE, or a
 //!    PING if nothing is in flight;
 //! 4. subject to pacing and the in-flight bound, and not while the path is silent:
@@ -135,11 +135,15 @@ impl Sender {
             self.first_hello_at = now;
         }
         self.hellos_sent += 1;
-        // Repeat after one initial RTT, doubling each time; capped at 1 s (or the initial RTT if
-        // that is longer) so that a lost HELLO on a lossy path costs at most a second.
-        let first = self.cfg.initial_rtt;
-        let cap = first.max(core::time::Duration::from_secs(1));
-        self.hello_due = now + (first * (1u32 << (self.hellos_sent - 1).min(8))).min(cap);
+        // The first repeat waits one initial RTT guess; after that the receiver is as silent as
+        // a path in an outage, and HELLO is repeated at the probe cadence (200 ms), so the
+        // handshake notices a returning path as fast as a transfer does.
+        let wait = if self.hellos_sent == 1 {
+            self.cfg.initial_rtt
+        } else {
+            super::MAX_PROBE_INTERVAL
+        };
+        self.hello_due = now + wait;
         self.record(now, pn, len, SentKind::Control);
         Some(len)
     }
