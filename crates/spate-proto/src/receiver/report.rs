@@ -4,7 +4,7 @@
 //! > (from HELLO) and at least once per interval in which a packet arrived. It reports at once
 //! > when a packet carries the PROBE flag, on HELLO and PING, and when the last missing byte
 //! > arrives. Each report lists received ranges from the largest packet number down to the
-//! > largest packet number of the report sent [`REPEAT`] reports earlier, so every range is
+//! > largest packet number of the report sent 8 ([`REPEAT`]) reports earlier, so every range is
 //! > repeated in several reports and the loss of a few reports loses no information; ranges
 //! > that do not fit in one datagram are left out, oldest first.
 //!
@@ -19,9 +19,12 @@ use crate::wire::{
     Accept, Close, CloseCode, FeedbackFlags, FeedbackRepr, Header, PacketType, MAX_PACKET_NUMBER,
 };
 
-/// How many consecutive reports repeat each received range (4: losing three reports in a row
-/// at 2 % loss happens once in 10^5 reports, and then only causes a spurious retransmission).
-pub const REPEAT: usize = 4;
+/// How many consecutive reports repeat each received range. 8: with independent loss, losing
+/// eight reports in a row is negligible even at 10 %; with burst loss (Gilbert–Elliott, mean
+/// burst 5) 4 repeats let 4.5 % of packets be retransmitted spuriously, 8 repeats 0.4 % (see the
+/// snapshot table). The cost is bytes only when there are many holes: ~330 KiB per GiB at 2 %
+/// loss and 400 ms, against ~200 KiB with 4 repeats.
+pub const REPEAT: usize = 8;
 
 impl Receiver {
     /// The lowest packet number still reported: the largest of [`REPEAT`] reports ago.

@@ -7,9 +7,10 @@
 //! packet that is not yet lost ends the scan, so each detection pass costs O(newly lost + 1).
 //!
 //! > §6.2: A packet P is lost when a packet with a larger packet number has been acknowledged
-//! > and at least `rtt + reorder_window` has passed since P was sent, where `rtt` is the most
-//! > recent RTT sample. A packet acknowledged after it was declared lost was a spurious loss;
-//! > its data is delivered and the reordering window grows (§6.3).
+//! > and at least `rtt + reorder_window` has passed since P was sent, where `rtt` is the larger
+//! > of the most recent RTT sample and the minimum RTT. [...] A packet acknowledged after it was
+//! > declared lost was a spurious loss; its data is delivered and the reordering window grows
+//! > (§6.3).
 
 use core::time::Duration;
 use std::collections::VecDeque;

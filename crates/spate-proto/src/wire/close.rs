@@ -7,8 +7,9 @@
 //!   Reason (..)            UTF-8 text for humans; may be empty
 //! ```
 //!
-//! > §4.6: CLOSE is not acknowledged. The sender of a CLOSE repeats it in answer to every packet
-//! > of the session that still arrives, for a short drain period, and then forgets the session.
+//! > §4.6: CLOSE is not acknowledged. A sender that completed and still receives FEEDBACK
+//! > answers each with CLOSE Done (one per report received, so never more packets than
+//! > received).
 
 use super::WireError;
 use crate::codec::{Reader, Writer};

@@ -1,0 +1,102 @@
+//! Hostile input: arbitrary datagrams thrown at live sessions never panic, and a session that
+//! drops them carries on as if they never came.
+
+use proptest::prelude::*;
+use spate_proto::{
+    Entry, Instant, Manifest, RateConfig, Receiver, ReceiverConfig, Sender, SenderConfig, Source,
+};
+
+struct Zeros;
+impl Source for Zeros {
+    fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
+        buf.fill(0);
+        Ok(())
+    }
+}
+
+/// A datagram with a valid version byte and the session's id, then arbitrary bytes.
+fn datagram(session: u32) -> impl Strategy<Value = Vec<u8>> {
+    (0u8..16, prop::collection::vec(any::<u8>(), 0..300)).prop_map(move |(tf, body)| {
+        let mut d = vec![1, tf];
+        d.extend_from_slice(&session.to_be_bytes());
+        d.extend(body);
+        d
+    })
+}
+
+fn pair() -> (Sender, Receiver) {
+    let m = Manifest {
+        entries: vec![Entry::file("a", 100_000), Entry::file("b/c", 7)],
+    };
+    let mut s = Sender::new(
+        SenderConfig::new(RateConfig::fixed(10_000_000)),
+        5,
+        &m,
+        Instant::ZERO,
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 1472];
+    let t = s
+        .poll_transmit(Instant::ZERO, &mut buf, &mut Zeros)
+        .unwrap();
+    let mut hello = buf[..t.len].to_vec();
+    let mut r = Receiver::accept(ReceiverConfig::default(), Instant::ZERO, &mut hello).unwrap();
+    let t = r.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+    s.handle_datagram(Instant::from_millis(10), &mut buf[..t.len])
+        .unwrap();
+    (s, r)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn receiver_survives_garbage(ds in prop::collection::vec(datagram(5), 1..20)) {
+        let (_, mut r) = pair();
+        for (i, mut d) in ds.into_iter().enumerate() {
+            let now = Instant::from_millis(20 + i as u64);
+            if let Ok(Some(c)) = r.handle_datagram(now, &mut d) {
+                // Whatever was accepted is within the datagram and the object.
+                prop_assert!(c.payload.end <= d.len());
+            }
+            let mut buf = vec![0u8; 1472];
+            while r.poll_transmit(now, &mut buf).is_some() {}
+            r.handle_timeout(now);
+            while r.poll_event().is_some() {}
+        }
+    }
+
+    #[test]
+    fn sender_survives_garbage(ds in prop::collection::vec(datagram(5), 1..20)) {
+        let (mut s, _) = pair();
+        let mut buf = vec![0u8; 1472 * 4];
+        for (i, mut d) in ds.into_iter().enumerate() {
+            let now = Instant::from_millis(20 + i as u64);
+            let _ = s.handle_datagram(now, &mut d);
+            while s.poll_transmit(now, &mut buf, &mut Zeros).is_some() {}
+            s.handle_timeout(now);
+            while s.poll_event().is_some() {}
+        }
+    }
+}
+
+#[test]
+fn feedback_for_packets_never_sent_is_dropped() {
+    let (mut s, _) = pair();
+    // FEEDBACK acknowledging packet 1000 (never sent): largest 1000, first range 0.
+    let mut d = vec![1, 5, 0, 0, 0, 5, 0, 0, 0, 0, 0, 1];
+    d.extend([0x43, 0xe8, 0, 0, 0, 1, 0, 0, 0]);
+    assert!(s.handle_datagram(Instant::from_millis(30), &mut d).is_err());
+    assert_eq!(s.stats().feedback_received, 0);
+}
+
+#[test]
+fn data_outside_an_object_is_neither_used_nor_acknowledged() {
+    let (_, mut r) = pair();
+    // DATA for object 2 (size 7) at offset 5 with 3 bytes: overruns the object.
+    let mut d = vec![
+        1, 3, 0, 0, 0, 5, 0, 0, 0, 0, 0, 9, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 5, 1, 2, 3,
+    ];
+    assert!(r.handle_datagram(Instant::from_millis(30), &mut d).is_err());
+    assert_eq!(r.stats().data_packets_received, 0);
+}

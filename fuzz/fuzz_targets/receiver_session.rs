@@ -1,0 +1,45 @@
+//! A live receiver session fed arbitrary datagrams (each prefixed with a valid header for its
+//! session) must not panic.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use spate_proto::{
+    Entry, Instant, Manifest, RateConfig, Receiver, ReceiverConfig, Sender, SenderConfig, Source,
+};
+
+struct Zeros;
+impl Source for Zeros {
+    fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
+        buf.fill(0);
+        Ok(())
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let m = Manifest {
+        entries: vec![Entry::file("a", 10_000)],
+    };
+    let mut s = Sender::new(
+        SenderConfig::new(RateConfig::fixed(1_000_000)),
+        7,
+        &m,
+        Instant::ZERO,
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 1472];
+    let t = s
+        .poll_transmit(Instant::ZERO, &mut buf, &mut Zeros)
+        .unwrap();
+    let Ok(mut r) = Receiver::accept(ReceiverConfig::default(), Instant::ZERO, &mut buf[..t.len])
+    else {
+        return;
+    };
+    for (i, chunk) in data.split(|&b| b == 0xff).enumerate() {
+        let mut d = vec![1u8, chunk.first().copied().unwrap_or(3) & 0x3f, 0, 0, 0, 7];
+        d.extend_from_slice(chunk);
+        let now = Instant::from_millis(i as u64);
+        let _ = r.handle_datagram(now, &mut d);
+        while r.poll_transmit(now, &mut buf).is_some() {}
+        r.handle_timeout(now);
+        while r.poll_event().is_some() {}
+    }
+});
