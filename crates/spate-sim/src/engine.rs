@@ -302,9 +302,10 @@ impl Engine<'_> {
 
     fn finish(self) -> SimResult {
         let end = self.now;
-        let flows = self.flows.iter().map(|f| flow_report(f, end)).collect();
+        let mut flows: Vec<FlowReport> = self.flows.iter().map(|f| flow_report(f, end)).collect();
         let phases = self.phase_reports(end);
         let series = self.series(end);
+        let (fairness_jain, fairness_window_s) = self.fairness(end, &mut flows);
         SimResult {
             report: Report {
                 scenario: self.scenario.name.clone(),
@@ -312,9 +313,57 @@ impl Engine<'_> {
                 sim_time_s: round(end.as_secs_f64(), 6),
                 flows,
                 phases,
+                fairness_jain,
+                fairness_window_s,
             },
             series,
         }
+    }
+
+    /// Jain's index (Σx)² / (n·Σx²) of goodputs over the window where all flows run.
+    fn fairness(&self, end: Instant, flows: &mut [FlowReport]) -> (Option<f64>, Option<[f64; 2]>) {
+        let last_start = self
+            .flows
+            .iter()
+            .map(|f| f.spec.start)
+            .max()
+            .unwrap_or_default();
+        let from = self
+            .scenario
+            .fairness_from
+            .unwrap_or(last_start)
+            .max(last_start);
+        let first_done = self
+            .flows
+            .iter()
+            .filter_map(|f| f.completed_at)
+            .min()
+            .unwrap_or(end)
+            .min(end);
+        let to = Duration::from_nanos(first_done.as_nanos());
+        if to <= from {
+            return (None, None);
+        }
+        let (b0, b1) = (self.rec.bin_of(from), self.rec.bin_of(to));
+        let secs = (to - from).as_secs_f64();
+        let x: Vec<f64> = (0..self.flows.len())
+            .map(|i| {
+                self.rec.delivered[i][b0..b1.min(self.rec.delivered[i].len())]
+                    .iter()
+                    .sum::<u64>() as f64
+                    * 8.0
+                    / secs
+            })
+            .collect();
+        for (f, &g) in flows.iter_mut().zip(&x) {
+            f.window_goodput_mbps = Some(round(g / 1e6, 3));
+        }
+        let window = Some([round(from.as_secs_f64(), 6), round(to.as_secs_f64(), 6)]);
+        let (sum, sq): (f64, f64) = x.iter().fold((0.0, 0.0), |(s, q), &v| (s + v, q + v * v));
+        if x.len() < 2 || sq == 0.0 {
+            return (None, window);
+        }
+        (Some(round(sum * sum / (x.len() as f64 * sq), 4)), window)
     }
 
     fn phase_reports(&self, end: Instant) -> Vec<PhaseReport> {
@@ -471,6 +520,7 @@ fn flow_report(f: &Flow, end: Instant) -> FlowReport {
         spurious_retransmissions: rx.spurious_retransmissions,
         lost_packets: tx.lost_packets,
         feedback_bytes: feedback,
+        window_goodput_mbps: None,
         feedback_kib_per_gib: if delivered > 0 {
             round(
                 feedback as f64 / 1024.0 / (delivered as f64 / (1u64 << 30) as f64),

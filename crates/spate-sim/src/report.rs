@@ -18,6 +18,12 @@ pub struct Report {
     pub flows: Vec<FlowReport>,
     /// Per path phase.
     pub phases: Vec<PhaseReport>,
+    /// Jain's fairness index of the flows' goodputs over `fairness_window_s` (null with fewer
+    /// than two flows or an empty window).
+    pub fairness_jain: Option<f64>,
+    /// [from, to] seconds: from `fairness_from_s` (default: the last flow's start) to the
+    /// first flow's completion or the end of the run.
+    pub fairness_window_s: Option<[f64; 2]>,
 }
 
 /// One flow's results.
@@ -54,6 +60,8 @@ pub struct FlowReport {
     pub feedback_bytes: u64,
     /// feedback_bytes in KiB per GiB delivered.
     pub feedback_kib_per_gib: f64,
+    /// Goodput within the fairness window, Mbit/s.
+    pub window_goodput_mbps: Option<f64>,
     /// Why the flow failed, if it did.
     pub error: Option<String>,
 }
@@ -177,9 +185,15 @@ impl Report {
                 f.spurious_retransmissions,
                 f.feedback_kib_per_gib,
             );
+            if let Some(w) = f.window_goodput_mbps.filter(|_| self.flows.len() > 1) {
+                s += &format!("      goodput in fairness window: {w:.2} Mbit/s\n");
+            }
             if let Some(e) = &f.error {
                 s += &format!("      error: {e}\n");
             }
+        }
+        if let (Some(j), Some(w)) = (self.fairness_jain, self.fairness_window_s) {
+            s += &format!("Jain's fairness index {j:.4} over {}-{} s\n", w[0], w[1]);
         }
         s += "\nphase  from-to s        capacity  goodput   util   adapt s  util after  queue p50/p95/p99 ms   drops q/rand/out\n";
         for (i, p) in self.phases.iter().enumerate() {

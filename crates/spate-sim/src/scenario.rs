@@ -25,6 +25,9 @@ pub struct Scenario {
     pub schedule: Schedule,
     /// Flows sharing the path.
     pub flows: Vec<FlowSpec>,
+    /// Start of the window over which Jain's fairness index is computed (default: when the
+    /// last flow starts).
+    pub fairness_from: Option<Duration>,
 }
 
 /// One transfer in a scenario.
@@ -59,6 +62,7 @@ struct RawScenario {
     path: RawPath,
     #[serde(default)]
     flow: Vec<RawFlow>,
+    fairness_from_s: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -90,6 +94,7 @@ struct RawFlow {
     policy: Option<Spanned<String>>,
     rate_mbps: Option<Spanned<f64>>,
     min_rate_mbps: Option<Spanned<f64>>,
+    queue_target_bytes: Option<Spanned<i64>>,
 }
 
 struct Ctx<'a> {
@@ -251,12 +256,23 @@ impl Scenario {
         for f in &raw.flow {
             flows.push(c.flow(f, duration_s)?);
         }
+        let fairness_from = match &raw.fairness_from_s {
+            None => None,
+            Some(v) => Some(Duration::from_secs_f64(c.num(
+                v,
+                "fairness_from_s",
+                0.0,
+                duration_s,
+                " s",
+            )?)),
+        };
         Ok(Scenario {
             name: raw.name.unwrap_or_default(),
             seed,
             duration: Duration::from_secs_f64(duration_s),
             schedule,
             flows,
+            fairness_from,
         })
     }
 }
@@ -282,14 +298,15 @@ impl Ctx<'_> {
             })?,
         };
         let policy = match &f.policy {
-            None => Policy::Fixed,
+            None => Policy::Fair,
             Some(p) => Policy::parse(p.get_ref()).ok_or_else(|| {
                 self.err(
                     p,
                     "policy",
                     format!(
-                        "unknown policy {:?}; this version supports: \"fixed\"",
-                        p.get_ref()
+                        "unknown policy {:?}; choose one of {}",
+                        p.get_ref(),
+                        Policy::NAMES
                     ),
                 )
             })?,
@@ -312,6 +329,27 @@ impl Ctx<'_> {
                     message: "is required for policy \"fixed\"".into(),
                 });
             }
+            (None, _) => 0.0, // no cap
+        };
+        if let (Some(m), true) = (&f.min_rate_mbps, rate > 0.0 && min_rate > rate) {
+            return Err(self.err(
+                m,
+                "min_rate_mbps",
+                format!("({min_rate}) must not exceed rate_mbps ({rate})"),
+            ));
+        }
+        let queue_target_bytes = match &f.queue_target_bytes {
+            None => spate_proto::cc::DEFAULT_QUEUE_TARGET,
+            Some(q) => u64::try_from(*q.get_ref())
+                .ok()
+                .filter(|&v| (1500..=1 << 30).contains(&v))
+                .ok_or_else(|| {
+                    self.err(
+                        q,
+                        "queue_target_bytes",
+                        "must be between 1500 and 1073741824".into(),
+                    )
+                })?,
         };
         Ok(FlowSpec {
             start: Duration::from_secs_f64(start),
@@ -320,6 +358,7 @@ impl Ctx<'_> {
                 policy,
                 rate_bps: bps(rate),
                 min_rate_bps: bps(min_rate),
+                queue_target_bytes,
             },
         })
     }
@@ -391,7 +430,7 @@ rate_mbps = 90.0
         assert!(err(&GOOD.replace("rtt_ms = 74.0", "rtt_msec = 74.0")).starts_with("line 15"));
         assert_eq!(
             err(&GOOD.replace("policy = \"fixed\"", "policy = \"fast\"")),
-            "line 22: policy: unknown policy \"fast\"; this version supports: \"fixed\""
+            "line 22: policy: unknown policy \"fast\"; choose one of \"fair\", \"high\", \"low\", \"fixed\""
         );
         assert_eq!(
             err(&GOOD.replace("at_s = 40.0", "at_s = 0.0")),

@@ -95,6 +95,7 @@ fn scenario(c: &Case) -> Scenario {
     let rate = ((c.rate_mbps * 1_000_000) as f64 * c.send_fraction) as u64;
     Scenario {
         name: "property".into(),
+        fairness_from: None,
         seed: c.seed,
         duration: Duration::from_secs(600),
         schedule: Schedule::new(phases).unwrap(),

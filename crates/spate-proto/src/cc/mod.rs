@@ -7,11 +7,14 @@
 //! | file | policy |
 //! |---|---|
 //! | `fixed.rs` | `fixed`: the configured rate, no adaptation |
+//! | `delay/` | `fair`, `high`, `low`: the adaptive delay-based controller |
 
+pub mod delay;
 mod fixed;
 
 use core::time::Duration;
 
+pub use delay::{Delay, DEFAULT_QUEUE_TARGET};
 pub use fixed::Fixed;
 
 use crate::time::Instant;
@@ -38,6 +41,8 @@ pub struct RateSample {
     pub lost_bytes: u64,
     /// Bytes in flight after processing the report.
     pub in_flight_bytes: u64,
+    /// Current full datagram size (to convert receiver byte counts to IP bytes).
+    pub datagram_bytes: u64,
 }
 
 /// The hooks a rate controller implements. Time is always explicit.
@@ -57,14 +62,27 @@ pub trait RateControl {
 /// Rate policy names as users and scenario files spell them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Policy {
+    /// Adaptive; shares the bottleneck equally with other `fair` flows (the default).
+    Fair,
+    /// Adaptive; takes about twice a `fair` flow's share.
+    High,
+    /// Adaptive scavenger; uses only capacity others leave idle (about 1/16 of a fair share
+    /// against `fair` flows).
+    Low,
     /// Send at the configured rate regardless of the path (unfair to other traffic).
     Fixed,
 }
 
 impl Policy {
+    /// All policy names, for help texts and error messages.
+    pub const NAMES: &'static str = "\"fair\", \"high\", \"low\", \"fixed\"";
+
     /// Parse a policy name.
     pub fn parse(name: &str) -> Option<Policy> {
         match name {
+            "fair" => Some(Policy::Fair),
+            "high" => Some(Policy::High),
+            "low" => Some(Policy::Low),
             "fixed" => Some(Policy::Fixed),
             _ => None,
         }
@@ -73,6 +91,9 @@ impl Policy {
     /// The policy's name.
     pub fn name(self) -> &'static str {
         match self {
+            Policy::Fair => "fair",
+            Policy::High => "high",
+            Policy::Low => "low",
             Policy::Fixed => "fixed",
         }
     }
@@ -83,10 +104,13 @@ impl Policy {
 pub struct RateConfig {
     /// The policy.
     pub policy: Policy,
-    /// The fixed rate, or the cap for adaptive policies; bits per second.
+    /// The fixed rate, or the cap for adaptive policies (0: no cap); bits per second.
     pub rate_bps: u64,
     /// Never send slower than this, bits per second.
     pub min_rate_bps: u64,
+    /// Bytes a `fair` flow keeps queued at the bottleneck (α of the delay controller); `high`
+    /// keeps twice, `low` a sixteenth.
+    pub queue_target_bytes: u64,
 }
 
 impl RateConfig {
@@ -96,22 +120,43 @@ impl RateConfig {
             policy: Policy::Fixed,
             rate_bps,
             min_rate_bps: 0,
+            queue_target_bytes: DEFAULT_QUEUE_TARGET,
+        }
+    }
+
+    /// An adaptive configuration with no cap and no floor.
+    pub fn adaptive(policy: Policy) -> Self {
+        RateConfig {
+            policy,
+            rate_bps: 0,
+            min_rate_bps: 0,
+            queue_target_bytes: DEFAULT_QUEUE_TARGET,
         }
     }
 }
 
 /// The controller of one session.
 #[derive(Debug, Clone)]
+// One controller lives in each session, never in bulk collections, so the size difference
+// between variants costs nothing; boxing would add an indirection to every per-packet call.
+#[allow(clippy::large_enum_variant)]
 pub enum Controller {
     /// `fixed` policy.
     Fixed(Fixed),
+    /// `fair`, `high`, `low` policies.
+    Delay(Delay),
 }
 
 impl Controller {
     /// Build the controller a configuration asks for.
     pub fn new(cfg: &RateConfig) -> Self {
+        let q = cfg.queue_target_bytes;
+        let delay = |alpha| Controller::Delay(Delay::new(alpha, cfg.rate_bps, cfg.min_rate_bps));
         match cfg.policy {
             Policy::Fixed => Controller::Fixed(Fixed::new(cfg.rate_bps.max(cfg.min_rate_bps))),
+            Policy::Fair => delay(q),
+            Policy::High => delay(q.saturating_mul(2)),
+            Policy::Low => delay(q / 16),
         }
     }
 }
@@ -120,6 +165,7 @@ macro_rules! dispatch {
     ($self:ident, $c:ident => $e:expr) => {
         match $self {
             Controller::Fixed($c) => $e,
+            Controller::Delay($c) => $e,
         }
     };
 }

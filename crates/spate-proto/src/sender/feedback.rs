@@ -145,6 +145,7 @@ impl Sender {
             acked_bytes,
             lost_bytes,
             in_flight_bytes: self.ledger.in_flight_bytes(),
+            datagram_bytes: self.datagram as u64,
         };
         self.cc.on_feedback(now, &sample);
         self.check_complete();

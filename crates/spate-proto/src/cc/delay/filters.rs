@@ -1,0 +1,138 @@
+//! Measurement filters for the delay controller: a windowed minimum and the receiver-measured
+//! delivery rate.
+
+use core::time::Duration;
+use std::collections::VecDeque;
+
+use crate::time::Instant;
+
+/// Minimum of the values pushed within the last `window` (monotonic deque: O(1) amortised).
+#[derive(Debug, Clone)]
+pub struct WindowedMin {
+    window: Duration,
+    /// (time, value), values strictly increasing from front to back.
+    q: VecDeque<(Instant, i64)>,
+}
+
+impl WindowedMin {
+    /// A filter over `window`.
+    pub fn new(window: Duration) -> Self {
+        WindowedMin {
+            window,
+            q: VecDeque::new(),
+        }
+    }
+
+    /// Add a sample.
+    pub fn push(&mut self, now: Instant, v: i64) {
+        while self.q.back().is_some_and(|&(_, b)| b >= v) {
+            self.q.pop_back();
+        }
+        self.q.push_back((now, v));
+        self.expire(now);
+    }
+
+    fn expire(&mut self, now: Instant) {
+        while self.q.len() > 1
+            && self
+                .q
+                .front()
+                .is_some_and(|&(t, _)| now.saturating_since(t) > self.window)
+        {
+            self.q.pop_front();
+        }
+    }
+
+    /// The minimum over the window ending at `now` (the latest sample if all expired).
+    pub fn get(&mut self, now: Instant) -> Option<i64> {
+        self.expire(now);
+        self.q.front().map(|&(_, v)| v)
+    }
+
+    /// Forget everything and start from `v`.
+    pub fn reset(&mut self, now: Instant, v: i64) {
+        self.q.clear();
+        self.q.push_back((now, v));
+    }
+
+    /// Change the window length.
+    pub fn set_window(&mut self, window: Duration) {
+        self.window = window;
+    }
+}
+
+/// Delivery rate from the receiver's cumulative byte counter and its clock, over a window.
+///
+/// Both numbers come from the receiver, so the rate is what arrived at the far end, unaffected
+/// by feedback delay or lost reports (a lost report only widens the interval of the next).
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryRate {
+    /// (receiver µs, receiver cumulative bytes)
+    samples: VecDeque<(u64, u64)>,
+}
+
+impl DeliveryRate {
+    /// Add a report's numbers.
+    pub fn push(&mut self, recv_us: u64, bytes: u64) {
+        if self
+            .samples
+            .back()
+            .is_some_and(|&(t, b)| recv_us <= t || bytes < b)
+        {
+            return; // reordered or stale report
+        }
+        self.samples.push_back((recv_us, bytes));
+        while self.samples.len() > 256 {
+            self.samples.pop_front();
+        }
+    }
+
+    /// Bytes per second over at least `window` (up to the oldest sample kept), if two samples
+    /// span at least half the window.
+    pub fn rate(&mut self, window: Duration) -> Option<u64> {
+        let &(t1, b1) = self.samples.back()?;
+        let w = window.as_micros() as u64;
+        while self.samples.len() > 2 && self.samples.get(1).is_some_and(|&(t, _)| t1 - t >= w) {
+            self.samples.pop_front();
+        }
+        let &(t0, b0) = self.samples.front()?;
+        let span = t1 - t0;
+        if span == 0 || span < w / 2 {
+            return None;
+        }
+        Some(((u128::from(b1 - b0) * 1_000_000) / u128::from(span)) as u64)
+    }
+
+    /// Forget history (after an outage the old samples describe another path).
+    pub fn clear(&mut self) {
+        self.samples.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windowed_min_expires_old_minimum() {
+        let mut f = WindowedMin::new(Duration::from_millis(100));
+        f.push(Instant::from_millis(0), 5);
+        f.push(Instant::from_millis(50), 9);
+        assert_eq!(f.get(Instant::from_millis(60)), Some(5));
+        assert_eq!(f.get(Instant::from_millis(120)), Some(9));
+        f.push(Instant::from_millis(130), 7);
+        assert_eq!(f.get(Instant::from_millis(130)), Some(7));
+    }
+
+    #[test]
+    fn delivery_rate_over_window() {
+        let mut d = DeliveryRate::default();
+        for i in 0..=100u64 {
+            d.push(i * 1000, i * 1250); // 1.25 MB/s
+        }
+        assert_eq!(d.rate(Duration::from_millis(50)), Some(1_250_000));
+        let mut e = DeliveryRate::default();
+        e.push(0, 0);
+        assert_eq!(e.rate(Duration::from_millis(50)), None);
+    }
+}

@@ -1,0 +1,179 @@
+//! Unit tests of the delay controller against scripted reports.
+
+use super::*;
+
+const MS: Duration = Duration::from_millis(1);
+
+/// Feed a report every 10 ms for `n` reports; `owd(i)` gives the one-way delay (µs) and
+/// `deliver(i)` the bytes delivered in that interval. Returns the final rate.
+fn drive(
+    c: &mut Delay,
+    start: u64,
+    n: u64,
+    rtt: Duration,
+    owd: impl Fn(u64) -> i64,
+    deliver: impl Fn(u64, f64) -> u64,
+) -> f64 {
+    let mut bytes = 0u64;
+    for i in 0..n {
+        let now = Instant::from_millis(start + i * 10);
+        bytes += deliver(i, c.rate);
+        let s = RateSample {
+            rtt: Some(rtt),
+            srtt: rtt,
+            min_rtt: rtt,
+            one_way_delay_us: Some(owd(i)),
+            receiver_bytes: bytes,
+            receiver_time_us: (start + i * 10) * 1000,
+            acked_bytes: 0,
+            lost_bytes: 0,
+            in_flight_bytes: 0,
+            datagram_bytes: 1472,
+        };
+        c.on_feedback(now, &s);
+    }
+    c.rate
+}
+
+#[test]
+fn grows_a_hundredfold_in_under_half_a_second_at_74ms_with_no_queue() {
+    let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+    let r = drive(
+        &mut c,
+        0,
+        55,
+        74 * MS,
+        |_| 37_000,
+        |_, r| (r / 8.0 * 0.01) as u64,
+    );
+    assert!(r >= 100.0 * INITIAL_RATE as f64, "rate {r}");
+}
+
+#[test]
+fn random_loss_with_flat_delay_does_not_slow_it() {
+    let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 1_000_000_000, 0);
+    // At the cap, 2 % of bytes never arrive, delay flat.
+    let r = drive(
+        &mut c,
+        0,
+        300,
+        50 * MS,
+        |_| 25_000,
+        |_, r| (r / 8.0 * 0.01 * 0.98) as u64,
+    );
+    assert_eq!(r, 1e9);
+}
+
+#[test]
+fn cuts_to_delivery_rate_within_one_rtt_when_capacity_drops() {
+    let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+    c.rate = 10e9;
+    c.window = 10e9 * 0.074;
+    // The path now delivers 100 Mbit/s and the queue grows by 9.9 ms per 10 ms.
+    let r = drive(
+        &mut c,
+        0,
+        8,
+        74 * MS,
+        |i| 37_000 + (i as i64) * 9_900,
+        |_, _| (100e6 / 8.0 * 0.01 / 1.019) as u64,
+    );
+    // The window is the delivered rate's BDP plus α; while the queue is still large the pacing
+    // rate sits below the delivery rate so the queue drains.
+    let bdp = 100e6 / 1.019 * 0.074 + (DEFAULT_QUEUE_TARGET * 8) as f64;
+    assert!(
+        (c.window - bdp).abs() < 0.1 * bdp,
+        "window {} vs {bdp}",
+        c.window
+    );
+    assert!(r < 100e6 && r > 30e6, "rate {r}");
+}
+
+/// A fluid bottleneck: capacity `cap` bit/s, one-way base delay `base_us`, queue in bits.
+/// Returns (final rate, queueing delay at the end in seconds, mean utilisation over the last
+/// half).
+fn fluid(c: &mut Delay, cap: f64, base_us: i64, rtt: Duration, secs: u64) -> (f64, f64, f64) {
+    let mut queue = 0.0f64;
+    let mut delivered = 0.0f64;
+    let mut late = 0.0f64;
+    let n = secs * 100;
+    for i in 0..n {
+        let now = Instant::from_millis(i * 10);
+        let r = c.pacing_rate() as f64;
+        queue = (queue + (r - cap) * 0.01).max(0.0);
+        let out = if queue > 0.0 { cap } else { r.min(cap) } * 0.01;
+        delivered += out;
+        if i >= n / 2 {
+            late += out;
+        }
+        let s = RateSample {
+            rtt: Some(rtt),
+            srtt: rtt,
+            min_rtt: rtt,
+            one_way_delay_us: Some(base_us + (queue / cap * 1e6) as i64),
+            receiver_bytes: (delivered / 8.0 * 1472.0 / 1500.0) as u64,
+            receiver_time_us: i * 10_000,
+            acked_bytes: 0,
+            lost_bytes: 0,
+            in_flight_bytes: 0,
+            datagram_bytes: 1472,
+        };
+        c.on_feedback(now, &s);
+    }
+    (
+        c.rate,
+        queue / cap,
+        late / (cap * (n - n / 2) as f64 * 0.01),
+    )
+}
+
+#[test]
+fn fills_a_link_with_a_small_queue() {
+    for (cap, rtt_ms) in [(100e6, 20u64), (1e9, 50), (10e9, 74), (1e9, 400)] {
+        let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+        let (r, q, util) = fluid(&mut c, cap, rtt_ms as i64 * 500, MS * rtt_ms as u32, 30);
+        // Equilibrium: 8·α/cap of queue (4.8 ms at 100 Mbit/s, 0.48 ms at 1 Gbit/s).
+        let q_eq = (DEFAULT_QUEUE_TARGET * 8) as f64 / cap;
+        assert!(util > 0.97, "cap {cap}: utilisation {util}, rate {r}");
+        assert!(
+            q < 3.0 * q_eq + 0.1 * rtt_ms as f64 / 1e3,
+            "cap {cap}: queue {q} s"
+        );
+    }
+}
+
+#[test]
+fn resumes_previous_rate_after_an_outage() {
+    let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+    c.rate = 500e6;
+    c.rtt_s = 0.05;
+    c.on_path_silent(Instant::from_millis(100));
+    c.on_path_restored(Instant::from_millis(2100));
+    assert_eq!(c.pacing_rate(), 500_000_000);
+}
+
+#[test]
+fn rate_stays_within_cap_and_floor() {
+    let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 50_000_000, 20_000_000);
+    let r = drive(
+        &mut c,
+        0,
+        200,
+        20 * MS,
+        |_| 10_000,
+        |_, r| (r / 8.0 * 0.01) as u64,
+    );
+    assert_eq!(r, 50e6);
+    let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 50_000_000, 20_000_000);
+    c.rate = 50e6;
+    c.window = 50e6 * 0.02;
+    let r = drive(
+        &mut c,
+        0,
+        100,
+        20 * MS,
+        |i| 10_000 + i as i64 * 5_000,
+        |_, _| 1000,
+    );
+    assert_eq!(r, 20e6);
+}
