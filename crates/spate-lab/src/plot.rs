@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::Once;
 
 use anyhow::{anyhow, bail, Result};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use spate_sim::{Report, TimeSeries};
@@ -125,17 +126,7 @@ fn draw<DB: DrawingBackend>(
             .y_desc("Mbit/s (log)")
             .x_desc("time (s)")
             .draw()?;
-        for (name, style, pts) in series {
-            let pts: Vec<_> = pts.into_iter().map(|(t, v)| (t, v.max(lo))).collect();
-            let legend = style;
-            c.draw_series(LineSeries::new(pts, style))?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], legend));
-        }
-        c.configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE.mix(0.8))
-            .draw()?;
+        draw_lines(&mut c, series, lo)?;
     } else {
         let mut c = ChartBuilder::on(&top)
             .margin(12)
@@ -146,16 +137,7 @@ fn draw<DB: DrawingBackend>(
             .y_desc("Mbit/s")
             .x_desc("time (s)")
             .draw()?;
-        for (name, style, pts) in series {
-            let legend = style;
-            c.draw_series(LineSeries::new(pts, style))?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], legend));
-        }
-        c.configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE.mix(0.8))
-            .draw()?;
+        draw_lines(&mut c, series, f64::MIN)?;
     }
 
     let q_max = s
@@ -192,4 +174,23 @@ fn draw<DB: DrawingBackend>(
         .background_style(WHITE.mix(0.8))
         .draw()?;
     root.present()
+}
+
+/// Draw named lines with a legend; values below `floor` are drawn at `floor` (a log axis
+/// cannot show zero).
+fn draw_lines<'a, DB: DrawingBackend + 'a, Y: Ranged<ValueType = f64>>(
+    c: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, Y>>,
+    series: Vec<Line>,
+    floor: f64,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    for (name, style, pts) in series {
+        let pts: Vec<_> = pts.into_iter().map(|(t, v)| (t, v.max(floor))).collect();
+        c.draw_series(LineSeries::new(pts, style))?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+    }
+    c.configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()
 }
