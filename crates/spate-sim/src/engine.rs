@@ -258,16 +258,13 @@ impl Engine<'_> {
                 return;
             }
         }
+        // Sessions check their own deadlines, so no second poll_timeout() pass is needed here.
         for f in self.flows.iter_mut().filter(|f| !f.finished) {
             if let Some(s) = f.sender.as_mut() {
-                if s.poll_timeout().is_some_and(|t| t <= now) {
-                    s.handle_timeout(now);
-                }
+                s.handle_timeout(now);
             }
             if let Some(r) = f.receiver.as_mut() {
-                if r.poll_timeout().is_some_and(|t| t <= now) {
-                    r.handle_timeout(now);
-                }
+                r.handle_timeout(now);
             }
         }
     }
@@ -293,7 +290,7 @@ impl Engine<'_> {
             Some(r) => {
                 if let Ok(Some(c)) = r.handle_datagram(now, &mut d.bytes) {
                     let payload = &d.bytes[c.payload.clone()];
-                    f.deliver(c.object, c.offset, payload);
+                    f.sink.accept(c.object, c.offset, payload);
                     self.rec.on_delivered(i, now, payload.len() as u64);
                 }
             }

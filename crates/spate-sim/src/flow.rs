@@ -38,7 +38,7 @@ pub(crate) struct Sink {
 }
 
 impl Sink {
-    fn accept(&mut self, object: u32, offset: u64, bytes: &[u8]) {
+    pub fn accept(&mut self, object: u32, offset: u64, bytes: &[u8]) {
         self.scratch.resize(bytes.len(), 0);
         fill(self.seed, object, offset, &mut self.scratch);
         if self.scratch != bytes {
@@ -110,10 +110,6 @@ impl Flow {
                 self.finished = true;
             }
         }
-    }
-
-    pub fn deliver(&mut self, object: u32, offset: u64, bytes: &[u8]) {
-        self.sink.accept(object, offset, bytes);
     }
 
     /// Drain both sides' events; update completion and errors.

@@ -50,8 +50,10 @@ impl Recorder {
         }
     }
 
+    /// Fine bin of an instant, clamped to the last bin.
     pub fn bin(&self, t: Instant) -> usize {
-        ((t.as_nanos() / self.fine.as_nanos() as u64) as usize).min(self.qdelay_n.len() - 1)
+        self.bin_of(t.saturating_since(Instant::ZERO))
+            .min(self.qdelay_n.len() - 1)
     }
 
     pub fn on_delivered(&mut self, flow: usize, t: Instant, bytes: u64) {

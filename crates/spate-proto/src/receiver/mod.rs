@@ -94,7 +94,6 @@ pub struct Receiver {
     /// Largest packet number at each of the last [`report::REPEAT`] reports.
     recent_largest: [u64; report::REPEAT],
     reports: u64,
-    unreported: u64,
     feedback_due: Option<Instant>,
     last_feedback_at: Option<Instant>,
     last_packet_at: Instant,
@@ -122,7 +121,7 @@ impl Receiver {
             ));
         };
         let mut r = Receiver::new(cfg, parsed.header.session, now, &hello);
-        r.on_packet(now, parsed.header.pn, datagram.len(), true);
+        r.on_packet(now, parsed.header.pn, true);
         if r.phase == Phase::Ended {
             return Ok(r);
         }
@@ -157,7 +156,6 @@ impl Receiver {
             bytes_received: 0,
             recent_largest: [0; report::REPEAT],
             reports: 0,
-            unreported: 0,
             feedback_due: None,
             last_feedback_at: None,
             last_packet_at: now,
@@ -263,12 +261,12 @@ impl Receiver {
             Packet::Hello(_) => {
                 // A repeated HELLO: our ACCEPT was lost. Answer each one once (never more
                 // packets than received, so no amplification).
-                self.on_packet(now, h.pn, len, true);
+                self.on_packet(now, h.pn, true);
                 self.accepts_owed = (self.accepts_owed + 1).min(4);
                 Ok(None)
             }
             Packet::Ping => {
-                self.on_packet(now, h.pn, len, true);
+                self.on_packet(now, h.pn, true);
                 Ok(None)
             }
             Packet::Data(d) => self.on_data(now, h.pn, len, &d),
@@ -317,7 +315,7 @@ impl Receiver {
         }
         self.stats.data_packets_received += 1;
         self.bytes_received += len as u64;
-        if !self.on_packet(now, pn, len, d.flags.probe) {
+        if !self.on_packet(now, pn, d.flags.probe) {
             return Ok(None);
         }
         let o = d.object as usize;
@@ -344,7 +342,7 @@ impl Receiver {
     }
 
     /// Account for a packet of this session; returns false if it is a network duplicate.
-    fn on_packet(&mut self, now: Instant, pn: u64, _len: usize, urgent: bool) -> bool {
+    fn on_packet(&mut self, now: Instant, pn: u64, urgent: bool) -> bool {
         self.stats.packets_received += 1;
         self.last_packet_at = now;
         if self.pns.contains(pn) {
@@ -360,7 +358,6 @@ impl Receiver {
             self.largest = pn;
             self.largest_at = now;
         }
-        self.unreported += 1;
         self.schedule_feedback(now, urgent);
         true
     }

@@ -184,11 +184,9 @@ impl Receiver {
         repr.encode(&mut w, ranges).ok()?;
         let len = w.len();
 
-        let largest = self.pns.end().map_or(0, |e| e - 1);
-        self.recent_largest[(self.reports % REPEAT as u64) as usize] = largest;
+        self.recent_largest[(self.reports % REPEAT as u64) as usize] = self.largest;
         self.reports += 1;
         self.pns.remove_below(self.report_floor());
-        self.unreported = 0;
         self.feedback_due = None;
         self.last_feedback_at = Some(now);
         self.stats.feedback_sent += 1;
