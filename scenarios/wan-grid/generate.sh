@@ -28,8 +28,7 @@ queue_ms = ${queue}.0
 [[flow]]
 start_s = 0.0
 bytes = 0
-policy = "fixed"
-rate_mbps = $(( rate * 95 / 100 )).0
+policy = "fair"
 TOML
   done
 done

@@ -130,9 +130,10 @@ impl Sender {
             one_way_delay_us = Some(f.repr.recv_time_us as i64 - sent_at.as_micros() as i64);
         }
 
-        let in_flight_before = self.ledger.in_flight_bytes();
         self.detect_lost(now);
-        let lost_bytes = in_flight_before - self.ledger.in_flight_bytes();
+        // Everything declared lost since the previous report, by this report or by the loss
+        // timer in between.
+        let lost_bytes = core::mem::take(&mut self.lost_unreported);
         self.ledger.forget_resolved(now, self.keep_lost());
 
         let sample = RateSample {

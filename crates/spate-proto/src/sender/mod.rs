@@ -155,6 +155,8 @@ pub struct Sender {
     stats: SenderStats,
     scratch: Vec<AckOutcome>,
     lost_scratch: Vec<SentPacket>,
+    /// Datagram bytes declared lost since the last report was handed to rate control.
+    lost_unreported: u64,
 }
 
 impl Sender {
@@ -207,6 +209,7 @@ impl Sender {
             stats: SenderStats::default(),
             scratch: Vec::new(),
             lost_scratch: Vec::new(),
+            lost_unreported: 0,
             cfg,
         };
         s.prefix_len = s.hello_prefix_len();
@@ -478,6 +481,7 @@ impl Sender {
             .detect_lost(now, rtt, window, |_, p| lost.push(p));
         self.stats.lost_packets += lost.len() as u64;
         for p in &lost {
+            self.lost_unreported += u64::from(p.bytes);
             if let SentKind::Data { chunk, .. } = p.kind {
                 if !self.delivered[chunk.object as usize].contains_range(chunk.offset..chunk.end())
                 {

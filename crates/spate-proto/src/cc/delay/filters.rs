@@ -49,6 +49,12 @@ impl WindowedMin {
         self.q.front().map(|&(_, v)| v)
     }
 
+    /// How long ago the current minimum was seen.
+    pub fn age(&mut self, now: Instant) -> Option<Duration> {
+        self.expire(now);
+        self.q.front().map(|&(t, _)| now.saturating_since(t))
+    }
+
     /// Forget everything and start from `v`.
     pub fn reset(&mut self, now: Instant, v: i64) {
         self.q.clear();
@@ -87,15 +93,15 @@ impl DeliveryRate {
         }
     }
 
-    /// Bytes per second over at least `window` (up to the oldest sample kept), if two samples
-    /// span at least half the window.
-    pub fn rate(&mut self, window: Duration) -> Option<u64> {
+    /// Bytes per second over at least `window` (up to the oldest of the 256 samples kept), if
+    /// two samples span at least half the window. Does not discard history, so windows of
+    /// different lengths can be asked for in turn.
+    pub fn rate(&self, window: Duration) -> Option<u64> {
         let &(t1, b1) = self.samples.back()?;
         let w = window.as_micros() as u64;
-        while self.samples.len() > 2 && self.samples.get(1).is_some_and(|&(t, _)| t1 - t >= w) {
-            self.samples.pop_front();
-        }
-        let &(t0, b0) = self.samples.front()?;
+        // The latest sample at least `w` before the newest, or the oldest kept.
+        let later = self.samples.partition_point(|&(t, _)| t1 - t >= w);
+        let &(t0, b0) = self.samples.get(later.saturating_sub(1))?;
         let span = t1 - t0;
         if span == 0 || span < w / 2 {
             return None;
@@ -134,5 +140,38 @@ mod tests {
         let mut e = DeliveryRate::default();
         e.push(0, 0);
         assert_eq!(e.rate(Duration::from_millis(50)), None);
+    }
+}
+
+/// Fraction of sent bytes lost, averaged exponentially over a horizon: the receiver's
+/// delivery rate is the bottleneck's output *after* random loss, so a flow steering towards
+/// it would shrink by the loss rate every loop; dividing by `1 − loss` recovers what the
+/// bottleneck drained. Capped at [`LossFraction::MAX`] so a burst of congestion drops (which
+/// come with a full queue, which the steering rule drains anyway) cannot inflate the rate.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LossFraction {
+    acked: f64,
+    lost: f64,
+}
+
+impl LossFraction {
+    /// Largest fraction reported.
+    pub const MAX: f64 = 0.2;
+
+    /// Decay the history by `elapsed` horizons, then add a report's bytes.
+    pub fn push(&mut self, elapsed: f64, acked: u64, lost: u64) {
+        let keep = (-elapsed).exp();
+        self.acked = self.acked * keep + acked as f64;
+        self.lost = self.lost * keep + lost as f64;
+    }
+
+    /// The smoothed loss fraction, 0..=MAX.
+    pub fn fraction(&self) -> f64 {
+        let total = self.acked + self.lost;
+        if total <= 0.0 {
+            0.0
+        } else {
+            (self.lost / total).min(Self::MAX)
+        }
     }
 }

@@ -7,66 +7,70 @@
 //! `α / q`, so flows with equal `α` share the link equally whatever their RTT, and the queue
 //! stays at `Σα / capacity` (half a millisecond for one flow at 1 Gbit/s).
 //!
-//! # In a nutshell (FAST TCP's window law, paced, plus two fast paths)
+//! # In a nutshell
 //!
 //! ```text
-//! q      = owd − base_owd                 queueing delay: receiver-measured one-way delay
-//!                                          minus its windowed minimum (10 s)
-//! base   = minimum RTT;  rtt = base + q
-//! w      = the flow's window in bits;  pacing rate r = w / rtt
-//! q*     = 8·α / r                         this flow's equilibrium queueing delay at rate r
-//! D      = delivery rate measured by the receiver over the last RTT
+//! q      = owd − base_owd          queueing delay: receiver-measured one-way delay (10 ms
+//!                                  minimum filter) minus its windowed minimum (10 s)
+//! rtt    = min_rtt + q
+//! D      = delivery rate measured by the receiver over the last RTT (IP bytes)
+//! p      = fraction of bytes lost, averaged over 1 s
+//! q*     = 8·α / r                 this flow's equilibrium queueing delay at rate r
+//! T      = 2 · (rtt + 10 ms)       steering horizon: two loop delays
 //!
-//! grow   if q < q*/4:   w ← max(w · 2^(g · dt / rtt), D_max·base + 8·α)  (g doublings per RTT)
-//!                       g ← min(1, g · 2^(dt / rtt))
-//! cut    if q > max(4·q*, 1 ms) and D < 0.9·r:   w ← D·base + 8·α,  g ← 1/8,  D_max ← D
-//! steer  otherwise:   w ← w + γ·(dt/rtt)·(w·base/rtt + 8·α − w),     g ← 1/8
+//! grow   if q < q*/4 for a whole RTT:  r ← max(r · 2^(g·dt/rtt), D_last)
+//!                                      g ← min(1, g · 2^(dt/rtt))   (doublings per RTT)
+//! steer  otherwise:  r ← max(D' + (8·α − D·q) / T,  D'/4)            g ← 1/8
+//!                    D' = D / (1 − p) while D·q < 4·8·α, else D
 //! ```
 //!
-//! `D_max` is the largest delivery rate of the last [`DMAX_WINDOW`] (or since the last cut).
-//! `dt` is the time since the previous report and `γ = 1/2`. At the fixed point of *steer*,
-//! `w·q/rtt = 8·α`, i.e. `r·q = 8·α`. Pacing at `w / rtt` makes the rate fall at once when the
-//! queue grows, as an ACK-clocked window would; a rate-only law reacting to a one-RTT-old queue
-//! oscillated between an empty and a full buffer in FASP scenario 2. After a *cut* the window is
-//! the delivered rate's BDP plus α: the queue drains smoothly to its target instead of collapsing
-//! to nothing and restarting growth.
+//! *Steer* is a proportional controller on a first-order plant: the queue obeys
+//! `dQ/dt = Σr − C`, the delivered rate `D` is the flow's share of `C`, and each flow pushes its
+//! own queued bits `D·q` towards `8·α` over `T`. With loop delay `d ≈ rtt`, `dQ/dt = −(Q(t−d) −
+//! Q*)/T` converges with little overshoot for `d/T ≤ 1/2`. (FAST TCP's law paced as
+//! `r = w/(base + q)` has the gain `C/rtt` on a one-RTT-old queue, `d/T ≈ 1`: it oscillated
+//! between an empty and a full buffer in FASP scenario 2.) At the fixed point `D·q = 8·α`
+//! for every flow, so all flows with the same `α` get the same rate, `α/q`, whatever their RTT,
+//! and the queue holds `Σα` (0.48 ms for one flow at 1 Gbit/s). Shares converge at a relative
+//! speed of about `q/T` per RTT, so fairness among many flows takes seconds, not RTTs.
 //!
-//! * **Loss is not congestion.** Loss does not appear in these rules at all. Random loss leaves
-//!   `q` flat and changes nothing; a queue overflow comes with a full queue, so *cut* applies.
-//! * **Find capacity fast.** With no queue the rate doubles every RTT (`g = 1`): 100× in 6.6
-//!   RTTs, half a second at 74 ms. After a capacity increase the queue empties and growth
-//!   resumes. Growth speed `g` itself adapts: whenever the flow steers or cuts it drops to 1/8
-//!   doubling per RTT, and it doubles every RTT the queue stays empty. Without this, each brief
-//!   emptying of the queue restarted full-speed doubling, and one RTT of feedback delay
-//!   overshot into a full buffer every cycle (a sawtooth seen in FASP scenario 2); with it, a
-//!   brief emptying overshoots by ~9 % of an RTT's data, while a real capacity increase reaches
-//!   full growth speed within 3 RTTs (100× in about 9 RTTs). And when the queue empties because
-//!   steering shrank the window below the path's BDP (it reacts to a queue one RTT old), the
-//!   window returns at once to the BDP of the best recent delivery rate, `D_max·base + 8·α`,
-//!   rather than growing back: slow growth is only for capacity the flow has not seen yet.
-//! * **Shed it faster.** When delivery falls behind while the queue grows, the rate snaps to
-//!   what the receiver actually got.
-//! * **Policies are values of α**: `fair` = α, `high` = 2α (twice a fair flow's share, by the
-//!   equilibrium above), `low` = α/16 (a scavenger: about 1/16 of a fair flow's rate against
-//!   fair flows, everything when alone).
+//! * **Loss is not congestion.** Random loss leaves `q` flat; `D' = D/(1 − p)` credits the
+//!   bytes that used the bottleneck and were lost after it, so random loss changes nothing.
+//!   Overflow loss comes with a queue far above target: no credit, and steering drains it.
+//! * **Find capacity fast.** With no queue for an RTT, the rate grows multiplicatively; growth
+//!   speed `g` starts at 1/8 doubling per RTT (a brief empty queue overshoots by ~9 % of an
+//!   RTT's data) and doubles every RTT the queue stays empty (100× in about 9 RTTs). The rate
+//!   first returns to the last steered delivery rate `D_last` (within 2 s): slow growth is only
+//!   for capacity the flow has not seen.
+//! * **Shed it fast.** When capacity drops the queue jumps; steering asks for at most `D`,
+//!   the receiver's measured rate, minus the excess over `T` — within one RTT of the drop.
+//! * **Policies are values of α**: `fair` = α, `high` = 2α (twice a fair flow's share),
+//!   `low` = α/16 (a scavenger: about 1/17 of the link against a fair flow, all of it alone).
 //! * **Outages.** On a silent path the rate is saved; when feedback returns, sending resumes at
 //!   the saved rate instead of starting over.
-//! * **Stale minimum.** After a handover to a longer path, `owd − base_owd` includes the extra
-//!   propagation delay and would read as a standing queue. Every [`PROBE_EVERY`] RTTs (at least
-//!   [`PROBE_MIN_INTERVAL`]) in steady state the controller sends 10 % faster for one RTT. If
-//!   delivery rises while the queueing delay does not, the queue was not real: the delay floor
-//!   is re-based to the current minimum and growth resumes.
+//! * **Drains keep floors true.** A flow that starts while others hold a queue takes that queue
+//!   for its floor and would take twice its share. When its floor is [`DRAIN_AFTER`] old, a
+//!   flow sends at half rate for twice the queueing delay, then 1.5× as long: its own queue
+//!   leaves and returns. Every flow's floor is refreshed by the dip, so the floors age
+//!   together and later drains coincide, the queue empties and all floors agree (the mechanism
+//!   BBR's ProbeRTT relies on).
+//! * **Stale floors.** After a handover to a longer path, `owd − base_owd` includes the extra
+//!   propagation delay and reads as a standing queue. Every [`PROBE_EVERY`] RTTs (at least
+//!   [`PROBE_MIN_INTERVAL`]) with the queue settled near target, the flow sends 15 % faster for
+//!   half an RTT and 15 % slower for another half (rate-neutral). If delivery rises by nearly
+//!   15 % while the queue does not rise, the queue was not real and the floor is re-based.
+//!   The rate is held during any probe: its reports describe the probe, not the path.
 //!
-//! What it deliberately ignores: ECN (not yet reported), per-packet delay variation (the
-//! receiver reports one sample per feedback; a 10 ms min filter rejects transient spikes), and
-//! loss-based competition (against loss-based TCP flows a delay-based flow yields; `fixed` or
-//! `high` exist for that).
+//! What it deliberately ignores: ECN (not yet reported), per-packet delay variation (one
+//! sample per feedback; the 10 ms minimum filter rejects transient spikes), and loss-based
+//! competition (against loss-based TCP a delay-based flow yields; `fixed` and `high` exist for
+//! that).
 
 mod filters;
 
 use core::time::Duration;
 
-pub use filters::{DeliveryRate, WindowedMin};
+pub use filters::{DeliveryRate, LossFraction, WindowedMin};
 
 use super::{RateControl, RateSample};
 use crate::time::Instant;
@@ -81,10 +85,34 @@ pub const DEFAULT_QUEUE_TARGET: u64 = 60_000;
 pub const INITIAL_RATE: u64 = 10_000_000;
 /// Growth speed right after a cut, doublings per RTT (1/8: +9 % per RTT).
 const MIN_GROWTH: f64 = 0.125;
-/// Gain of the steering rule per RTT (FAST's γ).
-const GAMMA: f64 = 0.5;
+/// Steering horizon T in loop delays: the queue error is corrected over
+/// `T = STEER_RTTS · (rtt + FEEDBACK_DELAY)`. The queue obeys dQ/dt = −(Q(t−d) − Q*)/T with
+/// loop delay d ≈ rtt + half a feedback interval; that converges without overshoot for
+/// d/T < 1/e and oscillates (ever less damped) as d/T approaches π/2. 3 leaves a margin for
+/// the extra lag of the delivery-rate filter.
+const STEER_RTTS: f64 = 2.0;
+/// Feedback delay added to the RTT in the horizon: one 10 ms feedback interval.
+const FEEDBACK_DELAY: f64 = 0.010;
+/// Steering never asks for less than this fraction of the delivered rate, so a huge queue
+/// (a capacity drop into a deep buffer) drains at up to 3/4 of capacity and the flow keeps
+/// moving.
+const MIN_STEER_FRACTION: f64 = 0.25;
+/// Horizon of the loss-fraction estimate used to correct the delivered rate for random loss.
+const LOSS_HORIZON: Duration = Duration::from_secs(1);
 /// Window of the delay floor (one-way delay minimum), as for the minimum RTT.
 const BASE_WINDOW: Duration = Duration::from_secs(10);
+/// Drain when the delay floor is this old (it expires at BASE_WINDOW). When one flow drains,
+/// the queue shrinks, every flow's floor is refreshed and their next drains fall together —
+/// the queue then empties and all floors agree, which a latecomer (that never saw the empty
+/// queue) needs to take its fair share.
+const DRAIN_AFTER: Duration = Duration::from_secs(8);
+/// Rate factor of a drain: half rate for twice the queueing delay removes the flow's queue.
+const DRAIN_GAIN: f64 = 0.5;
+/// Extra drain time, seconds, so the queue is seen empty for a moment.
+const DRAIN_MARGIN: f64 = 0.002;
+/// A probe that raises the queueing delay by less than this (or 0.5 % of the RTT) did not
+/// meet a queue: seconds.
+const STALE_QUEUE_NOISE: f64 = 0.000_2;
 /// Window of the current-delay minimum filter: about one feedback interval, so the estimate
 /// follows the queue within ~10 ms but a single delayed sample does not move it.
 const RECENT_WINDOW: Duration = Duration::from_millis(10);
@@ -93,18 +121,44 @@ pub const DMAX_WINDOW: Duration = Duration::from_secs(2);
 /// Probe for stale delay floors every this many RTTs in steady state...
 const PROBE_EVERY: u32 = 8;
 /// ...but not more often than this.
-const PROBE_MIN_INTERVAL: Duration = Duration::from_secs(1);
-/// Extra rate during a probe: +10 % for one RTT adds at most 0.1 RTT of queue if the link is
-/// full, within the 0.25 RTT delay goal.
-const PROBE_GAIN: f64 = 1.10;
+const PROBE_MIN_INTERVAL: Duration = Duration::from_secs(2);
+/// Rate change during a probe: +10 % for half an RTT, then −10 % for half an RTT. On a full
+/// link this adds at most 0.05 RTT of queue for half an RTT and takes it away again (the probe
+/// is rate-neutral); on a link with spare capacity the receiver sees 10 % more for half an RTT.
+const PROBE_GAIN: f64 = 0.15;
+
+/// What a probe is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProbeKind {
+    /// Is the delay floor stale? +gain, then −gain.
+    Stale,
+    /// Let the queue empty so every flow's delay floor sees the path's true minimum: half
+    /// rate for twice the queueing delay (removes this flow's queued data), then 1.5× for as
+    /// long (puts it back).
+    Drain,
+}
+
+impl ProbeKind {
+    /// Rate factors for the first and second half RTT.
+    fn gains(self) -> (f64, f64) {
+        match self {
+            ProbeKind::Stale => (1.0 + PROBE_GAIN, 1.0 - PROBE_GAIN),
+            ProbeKind::Drain => (DRAIN_GAIN, 2.0 - DRAIN_GAIN),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Probe {
     /// Not probing; next probe not before this time.
     Idle { next: Instant },
-    /// Sending faster since `start`; `q0`, `d0`: queueing delay and delivery before.
+    /// Sending faster from `start` for `half` an RTT, then slower for as long, then measuring;
+    /// `gain` is the current rate factor; `q0`, `d0`: queueing delay and delivery before.
     Up {
+        kind: ProbeKind,
         start: Instant,
+        half: Duration,
+        gain: f64,
         q0: f64,
         d0: f64,
         q_max: f64,
@@ -118,9 +172,7 @@ pub struct Delay {
     alpha_bits: f64,
     cap: f64,
     floor: f64,
-    /// Window, bits.
-    window: f64,
-    /// Pacing rate, bits/s: window / (base + q), within [floor, cap].
+    /// Pacing rate, bits/s, within [floor, cap].
     rate: f64,
     /// The last RTT estimate base + q, seconds.
     rtt_s: f64,
@@ -133,7 +185,13 @@ pub struct Delay {
     saved_rate: Option<f64>,
     /// Growth speed, doublings per RTT (1/8..=1).
     growth: f64,
-    cut_hold_until: Instant,
+    loss: LossFraction,
+    /// Since when steering has kept the queue near this flow's target.
+    settled_since: Option<Instant>,
+    /// Minimum queueing delay over the last RTT, µs (the reference a probe is judged against).
+    q_rtt_min: WindowedMin,
+    /// Since when the queue has been below a quarter of this flow's share.
+    empty_since: Option<Instant>,
     probe: Probe,
 }
 
@@ -152,7 +210,6 @@ impl Delay {
             cap,
             floor,
             rate: (INITIAL_RATE as f64).clamp(floor.max(crate::pacer::MIN_RATE_BPS as f64), cap),
-            window: 0.0,
             rtt_s: 0.0,
             base_owd: WindowedMin::new(BASE_WINDOW),
             recent_owd: WindowedMin::new(RECENT_WINDOW),
@@ -161,31 +218,40 @@ impl Delay {
             last_update: None,
             saved_rate: None,
             growth: 1.0,
-            cut_hold_until: Instant::ZERO,
+            loss: LossFraction::default(),
+            empty_since: Some(Instant::ZERO),
+            settled_since: None,
+            q_rtt_min: WindowedMin::new(Duration::from_millis(100)),
             probe: Probe::Idle {
                 next: Instant::ZERO,
             },
         }
     }
 
-    /// Derive the rate from the window; a clamped rate pulls the window along so it cannot
-    /// wind up beyond what the cap lets through.
-    fn set_rate_from_window(&mut self) {
-        let r = self.window / self.rtt_s;
-        self.rate = r.clamp(self.floor.max(crate::pacer::MIN_RATE_BPS as f64), self.cap);
-        if self.rate != r {
-            self.window = self.rate * self.rtt_s;
-        }
-    }
-
     fn probe_step(&mut self, now: Instant, rtt: Duration, q: f64, d: Option<f64>, steady: bool) {
         match self.probe {
             Probe::Idle { next } => {
-                if steady && now >= next {
-                    if let Some(d0) = d {
+                let floor_age = self.base_owd.age(now).unwrap_or_default();
+                let kind = if floor_age >= DRAIN_AFTER {
+                    Some(ProbeKind::Drain)
+                } else if now >= next {
+                    Some(ProbeKind::Stale)
+                } else {
+                    None
+                };
+                if let (true, Some(kind), Some(d0)) = (steady, kind, d) {
+                    {
                         self.probe = Probe::Up {
+                            kind,
                             start: now,
-                            q0: q,
+                            half: match kind {
+                                ProbeKind::Stale => rtt / 2,
+                                ProbeKind::Drain => Duration::from_secs_f64(
+                                    (2.0 * q + DRAIN_MARGIN).min(rtt.as_secs_f64() / 2.0),
+                                ),
+                            },
+                            gain: kind.gains().0,
+                            q0: self.q_rtt_min.get(now).map_or(q, |v| v as f64 / 1e6),
                             d0,
                             q_max: q,
                             d_max: 0.0,
@@ -194,7 +260,10 @@ impl Delay {
                 }
             }
             Probe::Up {
+                kind,
                 start,
+                half,
+                gain,
                 q0,
                 d0,
                 mut q_max,
@@ -208,17 +277,28 @@ impl Delay {
                 }
                 if age >= rtt * 2 {
                     let rtt_s = rtt.as_secs_f64();
-                    let queue_grew = q_max > q0 + 0.02 * rtt_s + 0.5 * self.alpha_bits / self.rate;
-                    if !queue_grew && d_max > d0 * 1.05 {
-                        // The "queue" did not grow while more was delivered: the floor is stale.
+                    // On a full link the bump adds PROBE_GAIN/2 RTT of this flow's data to the
+                    // queue (0.6 ms for one of four flows at 50 ms); on an idle one, nothing.
+                    let queue_grew = q_max > q0 + STALE_QUEUE_NOISE.max(0.005 * rtt_s);
+                    // Delivery must rise by nearly the whole bump: on a full link shared with
+                    // others, FIFO service gives this flow only part of its extra rate.
+                    if kind == ProbeKind::Stale
+                        && !queue_grew
+                        && d_max > d0 * (1.0 + PROBE_GAIN * 0.85)
+                    {
+                        // The "queue" did not grow while more was delivered: the floor is stale. q0={q0} qmax={q_max} d0={d0} dmax={d_max}", now); }
                         self.base_owd
                             .reset(now, self.recent_owd.get(now).unwrap_or(0));
                     }
                     let wait = (rtt * PROBE_EVERY).max(PROBE_MIN_INTERVAL);
                     self.probe = Probe::Idle { next: now + wait };
+                    self.empty_since = None;
                 } else {
                     self.probe = Probe::Up {
+                        kind,
                         start,
+                        half,
+                        gain,
                         q0,
                         d0,
                         q_max,
@@ -233,13 +313,32 @@ impl Delay {
 impl RateControl for Delay {
     fn pacing_rate(&self) -> u64 {
         let r = match self.probe {
-            Probe::Up { .. } => (self.rate * PROBE_GAIN).min(self.cap),
+            Probe::Up { gain, .. } => (self.rate * gain).min(self.cap),
             Probe::Idle { .. } => self.rate,
         };
         r as u64
     }
 
-    fn on_sent(&mut self, _now: Instant, _wire_bytes: u64) {}
+    fn on_sent(&mut self, now: Instant, _wire_bytes: u64) {
+        if let Probe::Up {
+            kind,
+            start,
+            half,
+            gain,
+            ..
+        } = &mut self.probe
+        {
+            let age = now.saturating_since(*start);
+            let (first, second) = kind.gains();
+            *gain = if age < *half {
+                first
+            } else if age < *half * 2 {
+                second
+            } else {
+                1.0
+            };
+        }
+    }
 
     fn on_feedback(&mut self, now: Instant, s: &RateSample) {
         let Some(owd) = s.one_way_delay_us else {
@@ -259,49 +358,76 @@ impl RateControl for Delay {
             .map_or(0.0, |t| now.saturating_since(t).as_secs_f64())
             .min(rtt_s);
         self.last_update = Some(now);
+        self.loss
+            .push(dt / LOSS_HORIZON.as_secs_f64(), s.acked_bytes, s.lost_bytes);
         let dg = s.datagram_bytes.max(1) as f64;
         let d = self
             .delivery
             .rate(rtt.max(Duration::from_millis(20)))
             .map(|b| b as f64 * 8.0 * (dg + IP_UDP_OVERHEAD as f64) / dg);
-        if let Some(d) = d {
-            self.d_max.set_window((rtt * 10).max(DMAX_WINDOW));
-            self.d_max.push(now, -(d as i64));
-        }
-        if self.window == 0.0 {
-            self.window = self.rate * rtt_s; // first report: keep the initial rate
-        }
         self.rtt_s = rtt_s;
+        self.q_rtt_min.set_window(rtt);
+        self.q_rtt_min.push(now, (q * 1e6) as i64);
         let q_star = self.alpha_bits / self.rate;
 
         let mut steady = false;
-        if q > (4.0 * q_star).max(1e-3)
-            && d.is_some_and(|d| d < 0.9 * self.rate)
-            && now >= self.cut_hold_until
-        {
-            // Cut: delivery fell behind and the queue is growing.
-            let d = d.unwrap_or(self.rate);
-            self.window = d * base + self.alpha_bits;
-            self.d_max.reset(now, -(d as i64));
-            self.growth = MIN_GROWTH;
-            self.cut_hold_until = now + rtt;
-            self.probe = Probe::Idle {
-                next: now + (rtt * PROBE_EVERY).max(PROBE_MIN_INTERVAL),
-            };
-        } else if q < q_star / 4.0 {
-            // Grow: far less queue than this flow's share: there is spare capacity.
-            let known = self.d_max.get(now).map_or(0.0, |v| -v as f64) * base + self.alpha_bits;
-            self.window = (self.window * (self.growth * dt / rtt_s).exp2()).max(known);
-            self.growth = (self.growth * (dt / rtt_s).exp2()).min(1.0);
-        } else {
-            // Steer towards w·q/rtt = 8α.
-            let target = self.window * base / rtt_s + self.alpha_bits;
-            self.window += GAMMA * (dt / rtt_s) * (target - self.window);
-            self.growth = MIN_GROWTH;
-            steady = true;
+        // Spare capacity shows as a queue (nearly) empty for a whole RTT. A queue emptied
+        // briefly — by a probe's slow half, or by steering's reaction to a one-RTT-old queue —
+        // is not spare capacity, and growing into it overshoots.
+        if q >= q_star / 4.0 {
+            self.empty_since = None;
+        } else if self.empty_since.is_none() {
+            self.empty_since = Some(now);
         }
-        self.set_rate_from_window();
-        self.probe_step(now, rtt, q, d, steady);
+        let probing = matches!(self.probe, Probe::Up { .. });
+        let spare = self
+            .empty_since
+            .is_some_and(|t| now.saturating_since(t) >= rtt)
+            && !probing;
+        match d {
+            // While probing, hold the rate: the probe's bump and dip cancel, and the reports of
+            // the next two RTTs describe the probe, not the path.
+            Some(_) if probing => {}
+            Some(d) if !spare => {
+                // Steer: what the path delivers (before random loss), corrected by this flow's
+                // distance from holding α bytes in the queue, over the horizon T.
+                // Loss with a queue near its target is random loss: the bottleneck drained
+                // more than arrived. Loss with a large queue is (also) overflow: no credit.
+                let sent = if d * q < 4.0 * self.alpha_bits {
+                    d / (1.0 - self.loss.fraction())
+                } else {
+                    d
+                };
+                let horizon = STEER_RTTS * (rtt_s + FEEDBACK_DELAY);
+                let target = sent + (self.alpha_bits - d * q) / horizon;
+                self.rate = target.max(sent * MIN_STEER_FRACTION);
+                self.d_max.reset(now, -(sent as i64));
+                self.growth = MIN_GROWTH;
+                // Probes judge the path against a settled queue: near the target for 2 RTTs.
+                if (0.5..2.0).contains(&(d * q / self.alpha_bits)) {
+                    let since = *self.settled_since.get_or_insert(now);
+                    steady = now.saturating_since(since) >= rtt * 2;
+                } else {
+                    self.settled_since = None;
+                }
+            }
+            _ => {
+                // Grow: far less queue than this flow's share: there is spare capacity. Return
+                // at once to the rate last steered to (within DMAX_WINDOW), grow beyond it.
+                let known = self.d_max.get(now).map_or(0.0, |v| -v as f64);
+                self.rate = (self.rate * (self.growth * dt / rtt_s).exp2()).max(known);
+                self.growth = (self.growth * (dt / rtt_s).exp2()).min(1.0);
+                self.settled_since = None;
+            }
+        }
+        self.rate = self
+            .rate
+            .clamp(self.floor.max(crate::pacer::MIN_RATE_BPS as f64), self.cap);
+        let d_short = self
+            .delivery
+            .rate((rtt / 2).max(Duration::from_millis(20)))
+            .map(|b| b as f64 * 8.0 * (dg + IP_UDP_OVERHEAD as f64) / dg);
+        self.probe_step(now, rtt, q, d_short, steady);
     }
 
     fn on_path_silent(&mut self, _now: Instant) {
@@ -313,12 +439,10 @@ impl RateControl for Delay {
     fn on_path_restored(&mut self, now: Instant) {
         if let Some(r) = self.saved_rate.take() {
             self.rate = r;
-            self.window = r * self.rtt_s;
         }
         // Measurements across the outage describe nothing; give the path one report cycle.
         self.delivery.clear();
         self.last_update = None;
-        self.cut_hold_until = now + Duration::from_millis(100);
         self.probe = Probe::Idle {
             next: now + PROBE_MIN_INTERVAL,
         };

@@ -36,12 +36,13 @@ fn drive(
 }
 
 #[test]
-fn grows_a_hundredfold_in_under_half_a_second_at_74ms_with_no_queue() {
+fn grows_a_hundredfold_within_seven_rtts_at_74ms_with_no_queue() {
     let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+    // The first report arrives an RTT after the start.
     let r = drive(
         &mut c,
-        0,
-        55,
+        74,
+        52,
         74 * MS,
         |_| 37_000,
         |_, r| (r / 8.0 * 0.01) as u64,
@@ -68,7 +69,7 @@ fn random_loss_with_flat_delay_does_not_slow_it() {
 fn cuts_to_delivery_rate_within_one_rtt_when_capacity_drops() {
     let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
     c.rate = 10e9;
-    c.window = 10e9 * 0.074;
+    c.empty_since = None;
     // The path now delivers 100 Mbit/s and the queue grows by 9.9 ms per 10 ms.
     let r = drive(
         &mut c,
@@ -78,15 +79,10 @@ fn cuts_to_delivery_rate_within_one_rtt_when_capacity_drops() {
         |i| 37_000 + (i as i64) * 9_900,
         |_, _| (100e6 / 8.0 * 0.01 / 1.019) as u64,
     );
-    // The window is the delivered rate's BDP plus α; while the queue is still large the pacing
-    // rate sits below the delivery rate so the queue drains.
-    let bdp = 100e6 / 1.019 * 0.074 + (DEFAULT_QUEUE_TARGET * 8) as f64;
-    assert!(
-        (c.window - bdp).abs() < 0.1 * bdp,
-        "window {} vs {bdp}",
-        c.window
-    );
-    assert!(r < 100e6 && r > 30e6, "rate {r}");
+    // Steering asks for less than the delivered rate while the queue is far above target, so
+    // the queue drains; never less than a quarter of it, so the flow keeps moving.
+    let d = 100e6 / 1.019;
+    assert!((0.25 * d * 0.99..d).contains(&r), "rate {r}");
 }
 
 /// A fluid bottleneck: capacity `cap` bit/s, one-way base delay `base_us`, queue in bits.
@@ -97,6 +93,9 @@ fn fluid(c: &mut Delay, cap: f64, base_us: i64, rtt: Duration, secs: u64) -> (f6
     let mut delivered = 0.0f64;
     let mut late = 0.0f64;
     let n = secs * 100;
+    // The sender hears about the bottleneck one RTT (plus a feedback interval) late.
+    let lag = (rtt.as_millis() as usize / 10).max(1);
+    let mut history = std::collections::VecDeque::new();
     for i in 0..n {
         let now = Instant::from_millis(i * 10);
         let r = c.pacing_rate() as f64;
@@ -106,13 +105,18 @@ fn fluid(c: &mut Delay, cap: f64, base_us: i64, rtt: Duration, secs: u64) -> (f6
         if i >= n / 2 {
             late += out;
         }
+        history.push_back((i, queue, delivered));
+        if history.len() <= lag {
+            continue;
+        }
+        let (j, q_then, d_then) = history.pop_front().unwrap();
         let s = RateSample {
             rtt: Some(rtt),
             srtt: rtt,
             min_rtt: rtt,
-            one_way_delay_us: Some(base_us + (queue / cap * 1e6) as i64),
-            receiver_bytes: (delivered / 8.0 * 1472.0 / 1500.0) as u64,
-            receiver_time_us: i * 10_000,
+            one_way_delay_us: Some(base_us + (q_then / cap * 1e6) as i64),
+            receiver_bytes: (d_then / 8.0 * 1472.0 / 1500.0) as u64,
+            receiver_time_us: j * 10_000,
             acked_bytes: 0,
             lost_bytes: 0,
             in_flight_bytes: 0,
@@ -166,7 +170,6 @@ fn rate_stays_within_cap_and_floor() {
     assert_eq!(r, 50e6);
     let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 50_000_000, 20_000_000);
     c.rate = 50e6;
-    c.window = 50e6 * 0.02;
     let r = drive(
         &mut c,
         0,
