@@ -1,5 +1,6 @@
 //! `spate-lab`: Spate's laboratory. See `spate-lab --help`.
 
+mod grid_cmd;
 mod plot;
 mod sim_cmd;
 
@@ -17,12 +18,14 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Sim(sim_cmd::SimArgs),
+    Grid(grid_cmd::GridArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let res = match cli.command {
         Command::Sim(a) => sim_cmd::run(a),
+        Command::Grid(a) => grid_cmd::run(a),
     };
     if let Err(e) = res {
         eprintln!("spate-lab: error: {e:#}");

@@ -194,3 +194,91 @@ fn draw_lines<'a, DB: DrawingBackend + 'a, Y: Ranged<ValueType = f64>>(
         .background_style(WHITE.mix(0.8))
         .draw()
 }
+
+/// Write a heat map of utilization (after adapting) over RTT (x) and loss (y) to `path`.
+/// Cells are (RTT ms, loss %, utilization); each distinct RTT and loss is one column or row.
+pub fn heatmap(path: &Path, cells: &[(f64, f64, f64)]) -> Result<()> {
+    check_extension(path)?;
+    register_fonts();
+    let res = if path.extension().and_then(|e| e.to_str()) == Some("svg") {
+        let root = SVGBackend::new(path, (WIDTH, HEIGHT * 3 / 4)).into_drawing_area();
+        draw_heatmap(root, cells).map_err(|e| anyhow!("{e:?}"))
+    } else {
+        let root = BitMapBackend::new(path, (WIDTH, HEIGHT * 3 / 4)).into_drawing_area();
+        draw_heatmap(root, cells).map_err(|e| anyhow!("{e:?}"))
+    };
+    res.map_err(|e| anyhow!("cannot draw heat map {}: {e}", path.display()))
+}
+
+fn distinct(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    v
+}
+
+/// Red (≤ 0.5) through yellow to green (≥ 0.965, the payload limit).
+fn heat_color(u: f64) -> RGBColor {
+    let t = ((u - 0.5) / (0.965 - 0.5)).clamp(0.0, 1.0);
+    let (r, g) = if t < 0.5 {
+        (1.0, t * 2.0)
+    } else {
+        (1.0 - (t - 0.5) * 2.0, 1.0)
+    };
+    RGBColor((60.0 + 180.0 * r) as u8, (60.0 + 160.0 * g) as u8, 90)
+}
+
+/// Axis labels for categorical cells: the value of cell `i` at `i + 0.5`, nothing elsewhere.
+fn category_labels(values: Vec<f64>) -> impl Fn(&f64) -> String {
+    move |x: &f64| {
+        let i = (x - 0.5).round();
+        if (x - 0.5 - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < values.len() {
+            format!("{}", values[i as usize])
+        } else {
+            String::new()
+        }
+    }
+}
+
+fn draw_heatmap<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    cells: &[(f64, f64, f64)],
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    let root = root.titled(
+        "utilization after adapting (goodput / capacity; payload limit 0.965)",
+        ("sans-serif", 22),
+    )?;
+    let rtts = distinct(cells.iter().map(|c| c.0).collect());
+    let losses = distinct(cells.iter().map(|c| c.1).collect());
+    let (nx, ny) = (rtts.len() as f64, losses.len() as f64);
+    let mut c = ChartBuilder::on(&root)
+        .margin(16)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..nx, 0.0..ny)?;
+    let xf = category_labels(rtts.clone());
+    let yf = category_labels(losses.clone());
+    c.configure_mesh()
+        .disable_mesh()
+        .x_labels(rtts.len() * 2 + 1)
+        .y_labels(losses.len() * 2 + 1)
+        .x_label_formatter(&xf)
+        .y_label_formatter(&yf)
+        .x_desc("RTT (ms)")
+        .y_desc("random loss (%)")
+        .draw()?;
+    for &(rtt, loss, u) in cells {
+        let x = rtts.iter().position(|&v| v == rtt).unwrap_or(0) as f64;
+        let y = losses.iter().position(|&v| v == loss).unwrap_or(0) as f64;
+        c.draw_series(std::iter::once(Rectangle::new(
+            [(x + 0.02, y + 0.02), (x + 0.98, y + 0.98)],
+            heat_color(u).filled(),
+        )))?;
+        c.draw_series(std::iter::once(Text::new(
+            format!("{u:.3}"),
+            (x + 0.3, y + 0.6),
+            ("sans-serif", 18).into_font(),
+        )))?;
+    }
+    Ok(())
+}
