@@ -12,7 +12,8 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use spate_sim::{Report, Scenario};
+use spate_netmodel::Phase;
+use spate_sim::{PhaseReport, Report, Scenario};
 
 /// The scenario sets run when none are named: the 42-point WAN grid, the FASP handover
 /// scenarios and the RLNC tests (scenarios/README.md).
@@ -48,6 +49,17 @@ struct Run {
     file: PathBuf,
     scenario: Scenario,
     report: Report,
+}
+
+impl Run {
+    /// Each phase's results with the path it ran on (the report has one entry per scheduled
+    /// phase that began before the run ended).
+    fn phases(&self) -> impl Iterator<Item = (&PhaseReport, &Phase)> {
+        self.report
+            .phases
+            .iter()
+            .zip(self.scenario.schedule.phases())
+    }
 }
 
 pub fn run(a: GridArgs) -> Result<()> {
@@ -299,14 +311,13 @@ fn markdown(runs: &[Run], cmd: &str) -> String {
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for r in runs {
-        for (i, p) in r.report.phases.iter().enumerate() {
-            let ph = &r.scenario.schedule.phases()[i.min(r.scenario.schedule.phases().len() - 1)];
-            let Totals {
-                retx,
-                spurious,
-                fb,
-                ok,
-            } = Totals::of(&r.report);
+        let Totals {
+            retx,
+            spurious,
+            fb,
+            ok,
+        } = Totals::of(&r.report);
+        for (i, (p, ph)) in r.phases().enumerate() {
             let first = i == 0;
             let _ = writeln!(
                 s,
@@ -345,8 +356,7 @@ fn csv(runs: &[Run]) -> String {
             fb,
             ok,
         } = Totals::of(&r.report);
-        for (i, p) in r.report.phases.iter().enumerate() {
-            let ph = &r.scenario.schedule.phases()[i.min(r.scenario.schedule.phases().len() - 1)];
+        for (i, (p, ph)) in r.phases().enumerate() {
             let _ = writeln!(
                 s,
                 "\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",

@@ -5,15 +5,29 @@
 //! shows up in review. The full-scale runs are the files in `scenarios/checks/` and the grid
 //! (`spate-lab grid`), reported in docs/results/.
 
+use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock};
+
 use spate_sim::{run, Report, Scenario, SimResult};
 
-fn sim(text: &str) -> SimResult {
-    let s = Scenario::parse(text).unwrap_or_else(|e| panic!("bad test scenario: {e}\n{text}"));
-    let r = run(&s, &mut |_| {}).expect("simulation runs");
-    for f in &r.report.flows {
-        assert!(f.verified, "flow not verified: {:?}", f);
-    }
-    r
+/// Run a scenario once per test binary: the bound tests and `controller_table` share runs
+/// (tests run on parallel threads; each scenario text is simulated by whichever asks first).
+fn sim(text: &str) -> &'static SimResult {
+    static RUNS: Mutex<BTreeMap<String, &'static OnceLock<SimResult>>> =
+        Mutex::new(BTreeMap::new());
+    let cell = *RUNS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(text.to_string())
+        .or_insert_with(|| Box::leak(Box::default()));
+    cell.get_or_init(|| {
+        let s = Scenario::parse(text).unwrap_or_else(|e| panic!("bad test scenario: {e}\n{text}"));
+        let r = run(&s, &mut |_| {}).expect("simulation runs");
+        for f in &r.report.flows {
+            assert!(f.verified, "flow not verified: {:?}", f);
+        }
+        r
+    })
 }
 
 fn phase(at: f64, mbps: f64, rtt: f64, extra: &str) -> String {
@@ -28,23 +42,23 @@ fn head(name: &str, secs: f64, extra: &str) -> String {
     format!("name = \"{name}\"\nseed = 3\nduration_s = {secs}\n{extra}\n")
 }
 
-fn handover_up() -> Report {
+fn handover_up() -> &'static Report {
     // FASP scenario 2 at 1/10 scale: 10 Mbit/s, 92 ms -> 1 Gbit/s, 74 ms, 0.06 % loss.
     let t = head("handover up", 20.0, "")
         + &phase(0.0, 10.0, 92.0, "loss = 0.0006")
         + &phase(10.0, 1000.0, 74.0, "loss = 0.0006")
         + &flow(0.0, "fair", 0);
-    sim(&t).report
+    &sim(&t).report
 }
 
-fn handover_down() -> Report {
+fn handover_down() -> &'static Report {
     // FASP scenario 1 at 1/10 scale: 1 Gbit/s, 74 ms -> 10 Mbit/s... kept at 100 Mbit/s so the
     // 25 ms bound means the same thing as at full scale (α/capacity = 4.8 ms).
     let t = head("handover down", 20.0, "")
         + &phase(0.0, 1000.0, 74.0, "loss = 0.0006")
         + &phase(10.0, 100.0, 92.0, "loss = 0.0006")
         + &flow(0.0, "fair", 0);
-    sim(&t).report
+    &sim(&t).report
 }
 
 #[test]
@@ -66,11 +80,11 @@ fn sheds_a_capacity_step_down_without_stalling_and_with_a_short_queue() {
     assert!(p.utilization > 0.9, "utilization {}", p.utilization);
 }
 
-fn deep_buffer() -> Report {
+fn deep_buffer() -> &'static Report {
     let t = head("deep buffer", 15.0, "")
         + &phase(0.0, 200.0, 50.0, "queue_ms = 200.0")
         + &flow(0.0, "fair", 0);
-    sim(&t).report
+    &sim(&t).report
 }
 
 #[test]
@@ -80,13 +94,19 @@ fn keeps_a_deep_buffer_nearly_empty() {
     assert!(p95 <= 12.5, "queue p95 {p95} ms (bound max(5, 0.25 x 50))");
 }
 
-fn shared(name: &str, mbps: f64, policies: &[(f64, &str)], secs: f64, from: f64) -> Report {
+fn shared(
+    name: &str,
+    mbps: f64,
+    policies: &[(f64, &str)],
+    secs: f64,
+    from: f64,
+) -> &'static Report {
     let mut t =
         head(name, secs, &format!("fairness_from_s = {from}")) + &phase(0.0, mbps, 50.0, "");
     for (start, p) in policies {
         t += &flow(*start, p, 0);
     }
-    sim(&t).report
+    &sim(&t).report
 }
 
 fn window(r: &Report, i: usize) -> f64 {
@@ -117,7 +137,7 @@ fn low_yields_and_high_takes_about_twice() {
         30.0,
         10.0,
     );
-    let share = window(&r, 1) / (window(&r, 0) + window(&r, 1));
+    let share = window(r, 1) / (window(r, 0) + window(r, 1));
     assert!(share <= 0.10, "low share {share}");
     let r = shared(
         "high vs fair",
@@ -126,18 +146,18 @@ fn low_yields_and_high_takes_about_twice() {
         30.0,
         15.0,
     );
-    let ratio = window(&r, 1) / window(&r, 0);
+    let ratio = window(r, 1) / window(r, 0);
     assert!((1.6..=2.4).contains(&ratio), "high/fair {ratio}");
 }
 
-fn reorder(on: bool) -> Report {
+fn reorder(on: bool) -> &'static Report {
     let extra = if on {
         "reorder = 0.05\nreorder_ms = 10.0"
     } else {
         ""
     };
     let t = head("reorder", 10.0, "") + &phase(0.0, 200.0, 50.0, extra) + &flow(0.0, "fair", 0);
-    sim(&t).report
+    &sim(&t).report
 }
 
 #[test]
@@ -151,7 +171,7 @@ fn reordering_causes_few_spurious_retransmissions_and_costs_no_throughput() {
     assert!(a >= 0.95 * b, "utilization {a} vs {b} without reordering");
 }
 
-fn outage() -> SimResult {
+fn outage() -> &'static SimResult {
     let t = head("outage", 8.0, "")
         + &phase(0.0, 200.0, 50.0, "")
         + &phase(3.0, 200.0, 50.0, "outage_ms = 2000.0")
@@ -179,11 +199,11 @@ fn recovers_from_a_two_second_outage_at_its_previous_rate() {
     assert!(tta <= 1.0, "back to 90 % after {tta} s");
 }
 
-fn feedback(rtt: f64, loss: f64) -> Report {
+fn feedback(rtt: f64, loss: f64) -> &'static Report {
     let t = head("feedback", 60.0, "")
         + &phase(0.0, 1000.0, rtt, &format!("loss = {loss}"))
         + &flow(0.0, "fair", 256 << 20);
-    sim(&t).report
+    &sim(&t).report
 }
 
 #[test]
@@ -194,7 +214,7 @@ fn feedback_costs_little() {
     assert!(lossy <= 1024.0, "{lossy} KiB/GiB at 2 %, 400 ms");
 }
 
-fn grid_point(rtt: f64, loss: f64) -> Report {
+fn grid_point(rtt: f64, loss: f64) -> &'static Report {
     let queue = if rtt > 0.0 { rtt } else { 1.0 };
     let t = head("grid", 10.0 + rtt / 25.0, "")
         + &phase(
@@ -204,7 +224,7 @@ fn grid_point(rtt: f64, loss: f64) -> Report {
             &format!("loss = {loss}\nqueue_ms = {queue}"),
         )
         + &flow(0.0, "fair", 0);
-    sim(&t).report
+    &sim(&t).report
 }
 
 const GRID_CORNERS: [(f64, f64); 4] = [(0.0, 0.0), (50.0, 0.001), (150.0, 0.01), (400.0, 0.02)];
@@ -252,15 +272,15 @@ fn controller_table() {
             goodputs.join(" / "),
         );
     };
-    row("handover up, after step", &handover_up(), 1);
-    row("handover down, after step", &handover_down(), 1);
-    row("deep buffer", &deep_buffer(), 0);
-    row("reorder 5 % by 10 ms", &reorder(true), 0);
+    row("handover up, after step", handover_up(), 1);
+    row("handover down, after step", handover_down(), 1);
+    row("deep buffer", deep_buffer(), 0);
+    row("reorder 5 % by 10 ms", reorder(true), 0);
     row("outage, after", &outage().report, 2);
     for (rtt, loss) in GRID_CORNERS {
         row(
             &format!("grid rtt {rtt} loss {loss}"),
-            &grid_point(rtt, loss),
+            grid_point(rtt, loss),
             0,
         );
     }

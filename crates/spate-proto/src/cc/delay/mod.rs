@@ -40,7 +40,7 @@
 //! * **Find capacity fast.** With no queue for an RTT, the rate grows multiplicatively; growth
 //!   speed `g` starts at 1/8 doubling per RTT (a brief empty queue overshoots by ~9 % of an
 //!   RTT's data) and doubles every RTT the queue stays empty (100× in about 9 RTTs). The rate
-//!   first returns to the last steered delivery rate `D_last` (within 2 s): slow growth is only
+//!   first returns to the last steered delivery rate `D_last`: slow growth is only
 //!   for capacity the flow has not seen.
 //! * **Shed it fast.** When capacity drops the queue jumps; steering asks for at most `D`,
 //!   the receiver's measured rate, minus the excess over `T` — within one RTT of the drop.
@@ -116,8 +116,6 @@ const STALE_QUEUE_NOISE: f64 = 0.000_2;
 /// Window of the current-delay minimum filter: about one feedback interval, so the estimate
 /// follows the queue within ~10 ms but a single delayed sample does not move it.
 const RECENT_WINDOW: Duration = Duration::from_millis(10);
-/// How long the best delivery rate is remembered (also at least 10 RTTs).
-pub const DMAX_WINDOW: Duration = Duration::from_secs(2);
 /// Probe for stale delay floors every this many RTTs in steady state...
 const PROBE_EVERY: u32 = 8;
 /// ...but not more often than this.
@@ -174,13 +172,12 @@ pub struct Delay {
     floor: f64,
     /// Pacing rate, bits/s, within [floor, cap].
     rate: f64,
-    /// The last RTT estimate base + q, seconds.
-    rtt_s: f64,
     base_owd: WindowedMin,
     recent_owd: WindowedMin,
     delivery: DeliveryRate,
-    /// Best delivery rate recently (negated, to reuse the minimum filter), bits/s.
-    d_max: WindowedMin,
+    /// The path's rate (delivery credited for random loss) at the last steering step, bits/s:
+    /// where growth restarts after a brief empty queue.
+    last_steered: f64,
     last_update: Option<Instant>,
     saved_rate: Option<f64>,
     /// Growth speed, doublings per RTT (1/8..=1).
@@ -210,11 +207,10 @@ impl Delay {
             cap,
             floor,
             rate: (INITIAL_RATE as f64).clamp(floor.max(crate::pacer::MIN_RATE_BPS as f64), cap),
-            rtt_s: 0.0,
             base_owd: WindowedMin::new(BASE_WINDOW),
             recent_owd: WindowedMin::new(RECENT_WINDOW),
             delivery: DeliveryRate::default(),
-            d_max: WindowedMin::new(DMAX_WINDOW),
+            last_steered: 0.0,
             last_update: None,
             saved_rate: None,
             growth: 1.0,
@@ -229,84 +225,71 @@ impl Delay {
     }
 
     fn probe_step(&mut self, now: Instant, rtt: Duration, q: f64, d: Option<f64>, steady: bool) {
-        match self.probe {
+        let verdict = match &mut self.probe {
             Probe::Idle { next } => {
                 let floor_age = self.base_owd.age(now).unwrap_or_default();
                 let kind = if floor_age >= DRAIN_AFTER {
-                    Some(ProbeKind::Drain)
-                } else if now >= next {
-                    Some(ProbeKind::Stale)
+                    ProbeKind::Drain
+                } else if now >= *next {
+                    ProbeKind::Stale
                 } else {
-                    None
+                    return;
                 };
-                if let (true, Some(kind), Some(d0)) = (steady, kind, d) {
-                    {
-                        self.probe = Probe::Up {
-                            kind,
-                            start: now,
-                            half: match kind {
-                                ProbeKind::Stale => rtt / 2,
-                                ProbeKind::Drain => Duration::from_secs_f64(
-                                    (2.0 * q + DRAIN_MARGIN).min(rtt.as_secs_f64() / 2.0),
-                                ),
-                            },
-                            gain: kind.gains().0,
-                            q0: self.q_rtt_min.get(now).map_or(q, |v| v as f64 / 1e6),
-                            d0,
-                            q_max: q,
-                            d_max: 0.0,
-                        };
-                    }
-                }
+                let (true, Some(d0)) = (steady, d) else {
+                    return;
+                };
+                let half = match kind {
+                    ProbeKind::Stale => rtt / 2,
+                    ProbeKind::Drain => Duration::from_secs_f64(
+                        (2.0 * q + DRAIN_MARGIN).min(rtt.as_secs_f64() / 2.0),
+                    ),
+                };
+                self.probe = Probe::Up {
+                    kind,
+                    start: now,
+                    half,
+                    gain: kind.gains().0,
+                    q0: self.q_rtt_min.get(now).map_or(q, |v| v as f64 / 1e6),
+                    d0,
+                    q_max: q,
+                    d_max: 0.0,
+                };
+                return;
             }
             Probe::Up {
                 kind,
                 start,
-                half,
-                gain,
                 q0,
                 d0,
-                mut q_max,
-                mut d_max,
+                q_max,
+                d_max,
+                ..
             } => {
-                let age = now.saturating_since(start);
+                let age = now.saturating_since(*start);
                 // Reports about packets sent during the probe arrive from one RTT after its start.
                 if age >= rtt {
-                    q_max = q_max.max(q);
-                    d_max = d_max.max(d.unwrap_or(0.0));
+                    *q_max = q_max.max(q);
+                    *d_max = d_max.max(d.unwrap_or(0.0));
                 }
-                if age >= rtt * 2 {
-                    let rtt_s = rtt.as_secs_f64();
-                    // On a full link the bump adds PROBE_GAIN/2 RTT of this flow's data to the
-                    // queue (0.6 ms for one of four flows at 50 ms); on an idle one, nothing.
-                    let queue_grew = q_max > q0 + STALE_QUEUE_NOISE.max(0.005 * rtt_s);
-                    // Delivery must rise by nearly the whole bump: on a full link shared with
-                    // others, FIFO service gives this flow only part of its extra rate.
-                    if kind == ProbeKind::Stale
-                        && !queue_grew
-                        && d_max > d0 * (1.0 + PROBE_GAIN * 0.85)
-                    {
-                        // The "queue" did not grow while more was delivered: the floor is stale. q0={q0} qmax={q_max} d0={d0} dmax={d_max}", now); }
-                        self.base_owd
-                            .reset(now, self.recent_owd.get(now).unwrap_or(0));
-                    }
-                    let wait = (rtt * PROBE_EVERY).max(PROBE_MIN_INTERVAL);
-                    self.probe = Probe::Idle { next: now + wait };
-                    self.empty_since = None;
-                } else {
-                    self.probe = Probe::Up {
-                        kind,
-                        start,
-                        half,
-                        gain,
-                        q0,
-                        d0,
-                        q_max,
-                        d_max,
-                    };
+                if age < rtt * 2 {
+                    return;
                 }
+                // On a full link the bump adds PROBE_GAIN/2 RTT of this flow's data to the
+                // queue (0.6 ms for one of four flows at 50 ms); on an idle one, nothing.
+                let queue_grew = *q_max > *q0 + STALE_QUEUE_NOISE.max(0.005 * rtt.as_secs_f64());
+                // Delivery must rise by nearly the whole bump: on a full link shared with
+                // others, FIFO service gives this flow only part of its extra rate.
+                *kind == ProbeKind::Stale && !queue_grew && *d_max > *d0 * (1.0 + PROBE_GAIN * 0.85)
             }
+        };
+        if verdict {
+            // The "queue" did not grow while more was delivered: the floor is stale.
+            self.base_owd
+                .reset(now, self.recent_owd.get(now).unwrap_or(0));
         }
+        let wait = (rtt * PROBE_EVERY).max(PROBE_MIN_INTERVAL);
+        self.probe = Probe::Idle { next: now + wait };
+        self.empty_since = None;
     }
 }
 
@@ -360,12 +343,16 @@ impl RateControl for Delay {
         self.last_update = Some(now);
         self.loss
             .push(dt / LOSS_HORIZON.as_secs_f64(), s.acked_bytes, s.lost_bytes);
+        // Receiver byte counts are DATA payload; rates here are IP bits.
         let dg = s.datagram_bytes.max(1) as f64;
-        let d = self
-            .delivery
-            .rate(rtt.max(Duration::from_millis(20)))
-            .map(|b| b as f64 * 8.0 * (dg + IP_UDP_OVERHEAD as f64) / dg);
-        self.rtt_s = rtt_s;
+        let wire_bits = (dg + IP_UDP_OVERHEAD as f64) / dg * 8.0;
+        let delivered_over = |w: Duration| {
+            self.delivery
+                .rate(w.max(Duration::from_millis(20)))
+                .map(|b| b as f64 * wire_bits)
+        };
+        let d = delivered_over(rtt);
+        let d_short = delivered_over(rtt / 2);
         self.q_rtt_min.set_window(rtt);
         self.q_rtt_min.push(now, (q * 1e6) as i64);
         let q_star = self.alpha_bits / self.rate;
@@ -401,7 +388,7 @@ impl RateControl for Delay {
                 let horizon = STEER_RTTS * (rtt_s + FEEDBACK_DELAY);
                 let target = sent + (self.alpha_bits - d * q) / horizon;
                 self.rate = target.max(sent * MIN_STEER_FRACTION);
-                self.d_max.reset(now, -(sent as i64));
+                self.last_steered = sent;
                 self.growth = MIN_GROWTH;
                 // Probes judge the path against a settled queue: near the target for 2 RTTs.
                 if (0.5..2.0).contains(&(d * q / self.alpha_bits)) {
@@ -413,9 +400,8 @@ impl RateControl for Delay {
             }
             _ => {
                 // Grow: far less queue than this flow's share: there is spare capacity. Return
-                // at once to the rate last steered to (within DMAX_WINDOW), grow beyond it.
-                let known = self.d_max.get(now).map_or(0.0, |v| -v as f64);
-                self.rate = (self.rate * (self.growth * dt / rtt_s).exp2()).max(known);
+                // at once to the rate last steered to, grow beyond it.
+                self.rate = (self.rate * (self.growth * dt / rtt_s).exp2()).max(self.last_steered);
                 self.growth = (self.growth * (dt / rtt_s).exp2()).min(1.0);
                 self.settled_since = None;
             }
@@ -423,10 +409,6 @@ impl RateControl for Delay {
         self.rate = self
             .rate
             .clamp(self.floor.max(crate::pacer::MIN_RATE_BPS as f64), self.cap);
-        let d_short = self
-            .delivery
-            .rate((rtt / 2).max(Duration::from_millis(20)))
-            .map(|b| b as f64 * 8.0 * (dg + IP_UDP_OVERHEAD as f64) / dg);
         self.probe_step(now, rtt, q, d_short, steady);
     }
 

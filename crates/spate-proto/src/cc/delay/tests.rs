@@ -150,7 +150,6 @@ fn fills_a_link_with_a_small_queue() {
 fn resumes_previous_rate_after_an_outage() {
     let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
     c.rate = 500e6;
-    c.rtt_s = 0.05;
     c.on_path_silent(Instant::from_millis(100));
     c.on_path_restored(Instant::from_millis(2100));
     assert_eq!(c.pacing_rate(), 500_000_000);
