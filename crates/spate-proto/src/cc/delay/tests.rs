@@ -136,7 +136,7 @@ fn fills_a_link_with_a_small_queue() {
     for (cap, rtt_ms) in [(100e6, 20u64), (1e9, 50), (10e9, 74), (1e9, 400)] {
         let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
         let (r, q, util) = fluid(&mut c, cap, rtt_ms as i64 * 500, MS * rtt_ms as u32, 30);
-        // Equilibrium: 8·α/cap of queue (4.8 ms at 100 Mbit/s, 0.48 ms at 1 Gbit/s).
+        // Equilibrium: 8·α/cap of queue (6 ms at 100 Mbit/s, 0.6 ms at 1 Gbit/s).
         let q_eq = (DEFAULT_QUEUE_TARGET * 8) as f64 / cap;
         assert!(util > 0.97, "cap {cap}: utilisation {util}, rate {r}");
         assert!(
