@@ -25,6 +25,10 @@ pub struct SenderConfig {
     pub initial_rtt: Duration,
     /// Rate policy.
     pub rate: RateConfig,
+    /// Ask the receiver to verify the data before it reports COMPLETE (HELLO flag VERIFY,
+    /// spec §6.8): the session succeeds only when the receiver's application confirms it
+    /// (for example after checking each file's digest), and fails if it refuses.
+    pub verify: bool,
 }
 
 impl SenderConfig {
@@ -37,6 +41,7 @@ impl SenderConfig {
             feedback_interval: Duration::from_millis(10),
             initial_rtt: Duration::from_millis(500),
             rate,
+            verify: false,
         }
     }
 }

@@ -100,6 +100,9 @@ pub struct Receiver {
     accepts_owed: u32,
     close_pending: Option<(CloseCode, String)>,
     next_pn: u64,
+    /// The sender asked for verification (HELLO flag VERIFY): COMPLETE waits for
+    /// [`Receiver::confirm`].
+    verify: bool,
 
     events: VecDeque<ReceiverEvent>,
     stats: ReceiverStats,
@@ -121,6 +124,7 @@ impl Receiver {
             ));
         };
         let mut r = Receiver::new(cfg, parsed.header.session, now, &hello);
+        r.verify = parsed.header.flags & wire::HELLO_VERIFY != 0;
         r.on_packet(now, parsed.header.pn, true);
         if r.phase == Phase::Ended {
             return Ok(r);
@@ -162,6 +166,7 @@ impl Receiver {
             accepts_owed: 0,
             close_pending: None,
             next_pn: 0,
+            verify: false,
             events: VecDeque::new(),
             stats: ReceiverStats::default(),
             cfg,
@@ -209,6 +214,23 @@ impl Receiver {
     /// True once every byte arrived.
     pub fn is_complete(&self) -> bool {
         self.objects_remaining == 0
+    }
+
+    /// True if the sender asked for verification: after [`ReceiverEvent::Complete`] the
+    /// application checks the data and calls [`confirm`](Self::confirm), or
+    /// [`close`](Self::close) with the reason it refuses the data (spec §6.8).
+    pub fn wants_verification(&self) -> bool {
+        self.verify
+    }
+
+    /// The application has verified every object: report COMPLETE. Has no effect before all
+    /// bytes arrived or when the session did not ask for verification.
+    pub fn confirm(&mut self, now: Instant) {
+        if self.verify && self.objects_remaining == 0 && self.phase == Phase::Receiving {
+            self.phase = Phase::Draining;
+            self.last_packet_at = now;
+            self.feedback_due = Some(Instant::ZERO);
+        }
     }
 
     /// True once the session is over and nothing is left to send.
@@ -405,9 +427,13 @@ impl Receiver {
 
     fn check_complete(&mut self) {
         if self.objects_remaining == 0 && self.phase == Phase::Receiving {
-            self.phase = Phase::Draining;
             self.events.push_back(ReceiverEvent::Complete);
-            self.feedback_due = Some(Instant::ZERO);
+            // With VERIFY the session stays Receiving (the sender's PINGs keep it alive)
+            // until the application confirms.
+            if !self.verify {
+                self.phase = Phase::Draining;
+                self.feedback_due = Some(Instant::ZERO);
+            }
         }
     }
 }

@@ -163,7 +163,8 @@ impl Receiver {
         let (first_missing_object, first_missing_offset) = self.advance_watermark();
         let repr = FeedbackRepr {
             flags: FeedbackFlags {
-                complete: self.objects_remaining == 0,
+                // §6.8: COMPLETE means held and, with VERIFY, confirmed.
+                complete: self.phase == Phase::Draining,
             },
             ack_delay_us: now.saturating_since(self.largest_at).as_micros() as u64,
             recv_time_us: self.largest_at.saturating_since(self.epoch).as_micros() as u64,

@@ -115,6 +115,7 @@ impl Sender {
 
         self.apply_watermark(wm_obj, wm_off);
         if flags.complete {
+            self.complete_seen = true;
             for o in 0..self.sizes.len() {
                 self.mark_delivered(o as u32, 0..self.sizes[o]);
             }

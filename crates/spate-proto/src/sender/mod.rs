@@ -157,6 +157,8 @@ pub struct Sender {
     lost_scratch: Vec<SentPacket>,
     /// Datagram bytes declared lost since the last report was handed to rate control.
     lost_unreported: u64,
+    /// A FEEDBACK with COMPLETE arrived (what ends a session that asked for verification).
+    complete_seen: bool,
 }
 
 impl Sender {
@@ -210,6 +212,7 @@ impl Sender {
             scratch: Vec::new(),
             lost_scratch: Vec::new(),
             lost_unreported: 0,
+            complete_seen: false,
             cfg,
         };
         s.prefix_len = s.hello_prefix_len();
@@ -388,6 +391,12 @@ impl Sender {
     /// When the next probe is due: after one probe timeout of silence since the last send while
     /// packets are in flight, then at doubling intervals capped at [`MAX_PROBE_INTERVAL`].
     fn probe_at(&self) -> Option<Instant> {
+        if self.awaiting_verdict() {
+            // Every byte is delivered; PING at the probe cadence until the receiver's
+            // application has verified the data (each PING is answered, so the session
+            // stays alive however long the check takes).
+            return Some(self.last_sent_at.max(self.last_feedback_at) + MAX_PROBE_INTERVAL);
+        }
         if self.ledger.in_flight_bytes() == 0 && self.probe_count == 0 {
             return None;
         }
@@ -412,6 +421,11 @@ impl Sender {
         self.ledger.in_flight_bytes() >= cap
     }
 
+    /// All data is delivered and the receiver is still verifying it.
+    fn awaiting_verdict(&self) -> bool {
+        self.cfg.verify && self.objects_remaining == 0 && !self.complete_seen
+    }
+
     fn fail(&mut self, err: SessionError, code: CloseCode, reason: &str) {
         self.phase = Phase::Ended;
         self.close_pending = Some((code, reason.to_owned()));
@@ -421,7 +435,7 @@ impl Sender {
     fn on_close(&mut self, code: CloseCode, reason: String) {
         self.phase = Phase::Ended;
         self.close_pending = None;
-        if self.objects_remaining == 0 {
+        if self.objects_remaining == 0 && !self.cfg.verify {
             return;
         }
         self.events
@@ -464,7 +478,9 @@ impl Sender {
     }
 
     fn check_complete(&mut self) {
-        if self.objects_remaining == 0 && self.phase == Phase::Transfer {
+        // §6.8: with VERIFY, every byte delivered is not enough: the receiver's verdict is.
+        let verified = !self.cfg.verify || self.complete_seen;
+        if self.objects_remaining == 0 && self.phase == Phase::Transfer && verified {
             self.phase = Phase::Ended;
             self.close_pending = Some((CloseCode::Done, String::new()));
             self.events.push_back(SenderEvent::Complete);

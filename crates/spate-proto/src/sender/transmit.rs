@@ -21,7 +21,7 @@ use crate::recovery::{Chunk, SentKind};
 use crate::time::Instant;
 use crate::wire::{
     Close, CloseCode, Data, DataFlags, Header, Hello, PacketType, CIPHER_NONE, DATA_OVERHEAD,
-    HEADER_LEN, IP_UDP_OVERHEAD, MAX_PACKET_NUMBER,
+    HEADER_LEN, HELLO_VERIFY, IP_UDP_OVERHEAD, MAX_PACKET_NUMBER,
 };
 
 impl Sender {
@@ -128,7 +128,10 @@ impl Sender {
         let pn = self.take_pn()?;
         let hello = self.hello(&self.manifest_bytes[..self.prefix_len]);
         let mut w = Writer::new(buf);
-        self.header(PacketType::Hello, 0, pn).encode(&mut w).ok()?;
+        let flags = if self.cfg.verify { HELLO_VERIFY } else { 0 };
+        self.header(PacketType::Hello, flags, pn)
+            .encode(&mut w)
+            .ok()?;
         hello.encode(&mut w, self.datagram).ok()?;
         let len = w.len();
         if self.hellos_sent == 0 {

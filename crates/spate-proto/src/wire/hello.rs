@@ -30,6 +30,11 @@ use crate::wire::{MAX_DATAGRAM, MIN_DATAGRAM};
 /// Cipher identifier for unencrypted sessions (the only one in v1).
 pub const CIPHER_NONE: u8 = 0;
 
+/// HELLO flag (header Flags field): the sender treats the transfer as successful only on a
+/// FEEDBACK with COMPLETE, which the receiver sends after its application has verified the
+/// data (spec §4.1, §6.8).
+pub const HELLO_VERIFY: u8 = 0x1;
+
 /// HELLO body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hello<'a> {

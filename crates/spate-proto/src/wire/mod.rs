@@ -24,7 +24,7 @@ pub use close::{Close, CloseCode};
 pub use data::{Data, DataFlags, DATA_OVERHEAD};
 pub use feedback::{AckRanges, Feedback, FeedbackFlags, FeedbackRepr};
 pub use header::{Header, PacketType, HEADER_LEN, MAX_PACKET_NUMBER, VERSION};
-pub use hello::{Accept, Hello, CIPHER_NONE};
+pub use hello::{Accept, Hello, CIPHER_NONE, HELLO_VERIFY};
 
 use crate::codec::Reader;
 

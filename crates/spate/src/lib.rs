@@ -1,0 +1,43 @@
+//! # spate — real transfers over UDP
+//!
+//! The driver that runs the sans-IO protocol core ([`spate_proto`]) on real sockets, real time
+//! and real files, and the pieces of the `spate` command.
+//!
+//! | module | job |
+//! |---|---|
+//! | [`udp`] | the socket: large buffers, batched send (UDP GSO) and receive (GRO) via quinn-udp |
+//! | [`clock`] | maps the OS monotonic clock to the core's [`spate_proto::Instant`] |
+//! | [`rate`] | RATE arguments (`800k`, `200M`, `1.5G`) |
+//! | [`scan`] | the sender's side of the file system: sources → manifest, digests |
+//! | [`source`] | file bytes for the sender, read ahead on an I/O thread |
+//! | [`confine`] | the receiver's side: every path stays below `--root` |
+//! | [`sink`] | the receiver's writer thread: temporary files, digest check, rename into place |
+//! | [`send`] | the sending event loop |
+//! | [`serve`] | the receiving event loop (many sessions on one socket) |
+//! | [`demo`] | `spate demo`: receiver, impaired link and sender in one process |
+//! | [`relay`] | a user-space impaired link (delay, loss, rate) between two UDP endpoints |
+//! | [`progress`], [`report`] | what the user sees: progress bar, final report, JSON |
+//!
+//! ## Threads
+//!
+//! Each end runs its protocol session and socket on one thread, which never blocks on a disk:
+//! the sender's file reads happen ahead of need on a reader thread, the receiver's writes,
+//! digest checks and renames on a writer thread. Buffers travel between the threads in both
+//! directions and are reused, so the per-packet path allocates nothing.
+
+pub mod clock;
+pub mod confine;
+pub mod demo;
+pub mod progress;
+pub mod rate;
+pub mod relay;
+pub mod report;
+pub mod scan;
+pub mod send;
+pub mod serve;
+pub mod sink;
+pub mod source;
+pub mod udp;
+
+/// UDP port `spate serve` listens on unless told otherwise.
+pub const DEFAULT_PORT: u16 = 7373;

@@ -1,0 +1,303 @@
+//! The `spate` command: `serve`, `send`, `demo`.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use spate::confine::Root;
+use spate::rate::{parse_rate, parse_size};
+use spate::relay::PathConfig;
+use spate::report::{human_bytes, Report};
+use spate::send::{send, SendConfig};
+use spate::serve::Server;
+use spate::{demo, scan, DEFAULT_PORT};
+use spate_proto::{Policy, RateConfig};
+
+/// Fast, reliable file transfer over long, lossy networks.
+///
+/// Spate moves files over UDP with its own rate control: it ignores random loss, keeps queues
+/// short and follows capacity changes within about a second. Every file is checked (BLAKE3)
+/// before it is put in place.
+///
+/// Try it without a network: `spate demo`.
+#[derive(Parser)]
+#[command(name = "spate", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Receive transfers into a directory (the receiver daemon).
+    ///
+    /// Accepts any number of senders, one after another and at once. Files are written under
+    /// temporary names and renamed into place only after their digest matches; nothing is
+    /// ever written outside --root (paths with '..', absolute paths and symbolic links that
+    /// lead out are refused). Stop with Ctrl-C.
+    Serve {
+        /// Address and UDP port to listen on.
+        #[arg(long, default_value_t = SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)))]
+        listen: SocketAddr,
+        /// Directory transfers are written into (must exist).
+        #[arg(long)]
+        root: PathBuf,
+    },
+    /// Send files or directory trees to a `spate serve`.
+    ///
+    /// The last argument names the server and a destination directory below its --root:
+    /// `host:dest`, `host:port:dest` or `[v6addr]:port:dest`; `host:` or `host:.` is the root
+    /// itself. Example: `spate send -r photos/ big.iso backup.example.org:incoming`.
+    Send(SendArgs),
+    /// Demonstrate a transfer over an emulated long, lossy link (no network or root needed).
+    ///
+    /// Starts a receiver, a user-space impaired link and a sender in this process over
+    /// loopback, sends a generated file, and reports goodput, retransmissions and how TCP
+    /// would fare on the same path.
+    Demo {
+        /// Size of the generated file (binary units: 64M, 1G).
+        #[arg(long, default_value = "128M", value_parser = parse_size)]
+        size: u64,
+        /// Capacity of the emulated link (bits per second: 800k, 200M, 1.5G).
+        #[arg(long, default_value = "200M", value_parser = parse_rate)]
+        link: u64,
+        /// Round-trip time of the emulated link, milliseconds.
+        #[arg(long, default_value_t = 100.0)]
+        rtt_ms: f64,
+        /// Random loss of the emulated link, percent, each direction.
+        #[arg(long, default_value_t = 1.0)]
+        loss_pct: f64,
+        #[command(flatten)]
+        rate: RateArgs,
+        /// Print the final statistics as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+        /// No progress bar.
+        #[arg(short, long)]
+        quiet: bool,
+    },
+}
+
+#[derive(Args)]
+struct SendArgs {
+    /// Files (and with -r, directories) to send, then HOST[:PORT]:DEST.
+    #[arg(required = true, num_args = 2.., value_name = "PATH... HOST[:PORT]:DEST")]
+    args: Vec<String>,
+    /// Send directories and everything below them.
+    #[arg(short, long)]
+    recursive: bool,
+    #[command(flatten)]
+    rate: RateArgs,
+    /// Give up if the server does not answer within this many seconds.
+    #[arg(long, default_value_t = 10.0)]
+    connect_timeout: f64,
+    /// Print the final statistics as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar or summary (errors are still printed).
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct RateArgs {
+    /// Rate policy: fair shares equally with other Spate flows; high takes about twice a fair
+    /// share; low uses only capacity others leave idle; fixed sends at --rate regardless
+    /// (unfair to everything else on the path).
+    #[arg(long, value_enum, default_value_t = PolicyArg::Fair)]
+    policy: PolicyArg,
+    /// Rate cap, or the rate for --policy fixed (bits per second: 800k, 200M, 1.5G).
+    #[arg(long, value_parser = parse_rate)]
+    rate: Option<u64>,
+    /// Never send slower than this (bits per second).
+    #[arg(long, value_parser = parse_rate)]
+    min_rate: Option<u64>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PolicyArg {
+    Fair,
+    High,
+    Low,
+    Fixed,
+}
+
+impl RateArgs {
+    fn config(&self) -> Result<RateConfig> {
+        let policy = match self.policy {
+            PolicyArg::Fair => Policy::Fair,
+            PolicyArg::High => Policy::High,
+            PolicyArg::Low => Policy::Low,
+            PolicyArg::Fixed => Policy::Fixed,
+        };
+        let mut cfg = if policy == Policy::Fixed {
+            let Some(r) = self.rate else {
+                bail!("--policy fixed needs --rate (for example --rate 200M)");
+            };
+            RateConfig::fixed(r)
+        } else {
+            let mut c = RateConfig::adaptive(policy);
+            c.rate_bps = self.rate.unwrap_or(0);
+            c
+        };
+        if let Some(m) = self.min_rate {
+            if self.rate.is_some_and(|r| m > r) {
+                bail!("--min-rate is above --rate");
+            }
+            cfg.min_rate_bps = m;
+        }
+        Ok(cfg)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("spate: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Serve { listen, root } => serve(listen, &root),
+        Command::Send(a) => send_cmd(&a),
+        Command::Demo {
+            size,
+            link,
+            rtt_ms,
+            loss_pct,
+            rate,
+            json,
+            quiet,
+        } => {
+            if !(0.0..=50.0).contains(&loss_pct) || !(0.0..=10_000.0).contains(&rtt_ms) {
+                bail!("--loss-pct must be 0..50 and --rtt-ms 0..10000");
+            }
+            let rtt = Duration::from_secs_f64(rtt_ms / 1e3);
+            let cfg = demo::DemoConfig {
+                size,
+                path: PathConfig {
+                    rate_bps: link,
+                    rtt,
+                    loss: loss_pct / 100.0,
+                    queue: rtt.max(Duration::from_millis(10)),
+                    seed: 1,
+                },
+                rate: rate.config()?,
+                quiet: quiet || json,
+            };
+            if !cfg.quiet {
+                eprintln!(
+                    "spate demo: sending {} over an emulated {} link, {rtt_ms:.0} ms RTT, {loss_pct} % loss…",
+                    human_bytes(size),
+                    spate::rate::format_rate(link as f64)
+                );
+            }
+            let r = demo::run(&cfg)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                print!("{}", r.text());
+            }
+            Ok(())
+        }
+    }
+}
+
+fn serve(listen: SocketAddr, root: &std::path::Path) -> Result<()> {
+    let root = Root::new(root)?;
+    let mut server = Server::bind(listen, root.clone())?;
+    eprintln!(
+        "spate serve: listening on {} (UDP), writing below {}",
+        server.local_addr(),
+        root.path().display()
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    server.run(&stop, |s| match &s.error {
+        None => eprintln!(
+            "{} session {:08x}: {} entries, {} in {:.1} s",
+            s.peer,
+            s.session,
+            s.objects,
+            human_bytes(s.bytes),
+            s.seconds
+        ),
+        Some(e) => eprintln!("{} session {:08x} failed: {e}", s.peer, s.session),
+    })
+}
+
+/// Split `HOST[:PORT]:DEST` (IPv6 hosts in brackets).
+fn parse_target(t: &str) -> Result<(String, u16, String)> {
+    let bad = || {
+        anyhow::anyhow!(
+            "'{t}' is not HOST[:PORT]:DEST (for example 'server:incoming', 'server:7373:.', '[::1]:incoming')"
+        )
+    };
+    let (host, rest) = if let Some(r) = t.strip_prefix('[') {
+        let (h, rest) = r.split_once(']').ok_or_else(bad)?;
+        (h.to_owned(), rest.strip_prefix(':').ok_or_else(bad)?)
+    } else {
+        let (h, rest) = t.split_once(':').ok_or_else(bad)?;
+        (h.to_owned(), rest)
+    };
+    if host.is_empty() {
+        return Err(bad());
+    }
+    match rest.split_once(':') {
+        Some((p, dest)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
+            let port = p.parse().map_err(|_| bad())?;
+            Ok((host, port, dest.to_owned()))
+        }
+        _ => Ok((host, DEFAULT_PORT, rest.to_owned())),
+    }
+}
+
+fn send_cmd(a: &SendArgs) -> Result<()> {
+    let (target, paths) = a.args.split_last().expect("clap requires two");
+    let (host, port, dest) = parse_target(target)?;
+    let dest = scan::normalize_dest(&dest)?;
+    let server = (host.as_str(), port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve '{host}'"))?
+        .next()
+        .with_context(|| format!("'{host}' has no address"))?;
+    let sources: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
+    let mut plan = scan::plan(&sources, &dest, a.recursive)?;
+    for (p, why) in &plan.skipped {
+        eprintln!("spate: skipping '{}' ({why})", p.display());
+    }
+    let total = plan.manifest.total_bytes();
+    let hashing = spate::progress::Progress::new(total, a.quiet || a.json || total < 64 << 20);
+    let mut hashed = 0;
+    plan.compute_digests(|n| {
+        hashed += n;
+        hashing.set(hashed, "hashing");
+    })?;
+    hashing.finish();
+    let bar = spate::progress::Progress::new(total, a.quiet || a.json);
+    let cfg = SendConfig {
+        server,
+        rate: a.rate.config()?,
+        connect_timeout: Duration::from_secs_f64(a.connect_timeout.clamp(0.1, 3600.0)),
+        idle_timeout: Duration::from_secs(60),
+    };
+    let result = send(&plan, &cfg, |s| bar.update(s));
+    bar.finish();
+    let result = result?;
+    let report = Report::new(plan.manifest.entries.len(), &result);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if !a.quiet {
+        eprintln!("{}", report.summary());
+    }
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! The final statistics of `spate send` / `spate demo`, for humans and as JSON (`--json`;
+//! field names as in the lab's reports where they mean the same thing).
+
+use serde::Serialize;
+
+use crate::rate::format_rate;
+use crate::send::SendResult;
+
+/// Final statistics of one transfer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Files and directories sent.
+    pub entries: usize,
+    /// File bytes delivered.
+    pub bytes_delivered: u64,
+    /// Seconds from the first packet to the end.
+    pub duration_s: f64,
+    /// File bytes per second, as Mbit/s.
+    pub goodput_mbps: f64,
+    /// DATA packets sent.
+    pub data_packets_sent: u64,
+    /// DATA packets that repeated earlier bytes.
+    pub retransmitted_packets: u64,
+    /// Retransmitted / data packets.
+    pub retransmission_overhead: f64,
+    /// Packets declared lost that had arrived after all.
+    pub spurious_retransmissions: u64,
+    /// Smoothed RTT at the end, ms.
+    pub srtt_ms: f64,
+    /// Smallest RTT seen, ms.
+    pub min_rtt_ms: f64,
+    /// Every file's BLAKE3 digest was checked by the receiver before it was put in place.
+    pub verified: bool,
+}
+
+impl Report {
+    /// From a finished send of `entries` entries.
+    pub fn new(entries: usize, r: &SendResult) -> Report {
+        let s = r.stats;
+        Report {
+            entries,
+            bytes_delivered: s.delivered_bytes,
+            duration_s: r.seconds,
+            goodput_mbps: s.delivered_bytes as f64 * 8.0 / r.seconds.max(1e-9) / 1e6,
+            data_packets_sent: s.data_packets_sent,
+            retransmitted_packets: s.retransmitted_packets,
+            retransmission_overhead: s.retransmitted_packets as f64
+                / s.data_packets_sent.max(1) as f64,
+            spurious_retransmissions: s.spurious_losses,
+            srtt_ms: r.srtt.as_secs_f64() * 1e3,
+            min_rtt_ms: r.min_rtt.as_secs_f64() * 1e3,
+            verified: true,
+        }
+    }
+
+    /// One line for humans.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} entries, {} in {:.1} s: {} goodput, {:.2} % retransmitted, RTT {:.0} ms (min {:.0}); every file verified (BLAKE3)",
+            self.entries,
+            human_bytes(self.bytes_delivered),
+            self.duration_s,
+            format_rate(self.goodput_mbps * 1e6),
+            100.0 * self.retransmission_overhead,
+            self.srtt_ms,
+            self.min_rtt_ms,
+        )
+    }
+}
+
+/// `1.50 GiB`, `200 MiB`, `12 KiB`, `7 B`.
+pub fn human_bytes(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.2} {}", units[i])
+    }
+}

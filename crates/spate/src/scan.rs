@@ -1,0 +1,207 @@
+//! The sender's view of the file system: command-line sources become a manifest.
+//!
+//! Each source `PATH` is sent as `DEST/NAME` where `NAME` is its last component; with `-r` a
+//! directory is walked (sorted by name, so the manifest is the same on every run, which
+//! `--resume` relies on) and its subdirectories and files keep their relative paths. Each
+//! entry carries size, permission bits, modification time and — for files — the BLAKE3 digest
+//! of its content, which the receiver checks before the file is renamed into place.
+//!
+//! Symbolic links inside a tree and special files (sockets, devices, FIFOs) are skipped and
+//! listed: sending what a link points to could leak files outside the tree, and recreating
+//! links is a later feature. A symbolic link given on the command line is followed (the user
+//! named it).
+
+use std::fs::{self, File};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use spate_proto::manifest::{validate_path, Mtime};
+use spate_proto::{Entry, EntryKind, Manifest};
+
+/// What to send: the manifest and, for each entry, where its bytes come from.
+#[derive(Debug)]
+pub struct Plan {
+    /// The manifest (object 0).
+    pub manifest: Manifest,
+    /// Source file of each entry (`None` for directories).
+    pub sources: Vec<Option<PathBuf>>,
+    /// Paths skipped (symbolic links and special files inside trees), with the reason.
+    pub skipped: Vec<(PathBuf, &'static str)>,
+}
+
+/// Check a destination directory: relative, below the server's root. Empty or `.` is the root.
+pub fn normalize_dest(dest: &str) -> Result<String> {
+    let d = dest.trim_end_matches('/');
+    if d.is_empty() || d == "." {
+        return Ok(String::new());
+    }
+    let d = d.strip_prefix("./").unwrap_or(d);
+    if let Err(why) = validate_path(d) {
+        bail!(
+            "destination '{dest}' {why}: give a directory relative to the server's --root \
+             (for example 'incoming' or '.'), without '..' or a leading '/'"
+        );
+    }
+    Ok(d.to_owned())
+}
+
+/// Build the plan for `sources` sent into `dest` (already normalised).
+pub fn plan(sources: &[PathBuf], dest: &str, recursive: bool) -> Result<Plan> {
+    let mut p = Plan {
+        manifest: Manifest { entries: vec![] },
+        sources: vec![],
+        skipped: vec![],
+    };
+    for src in sources {
+        let meta = fs::metadata(src).with_context(|| format!("cannot read '{}'", src.display()))?;
+        let name = source_name(src)?;
+        let path = join(dest, &name);
+        if meta.is_dir() {
+            if !recursive {
+                bail!(
+                    "'{}' is a directory: add -r to send directory trees",
+                    src.display()
+                );
+            }
+            p.push(path.clone(), src, &meta)?;
+            walk(&mut p, src, &path)?;
+        } else if meta.is_file() {
+            p.push(path, src, &meta)?;
+        } else {
+            bail!("'{}' is not a regular file or directory", src.display());
+        }
+    }
+    if p.manifest.entries.is_empty() {
+        bail!("nothing to send");
+    }
+    p.manifest
+        .validate()
+        .map_err(|e| anyhow::anyhow!("cannot send these paths: {e}"))?;
+    Ok(p)
+}
+
+fn source_name(src: &Path) -> Result<String> {
+    let abs;
+    let name = match src.file_name() {
+        Some(n) => n,
+        None => {
+            abs = fs::canonicalize(src)
+                .with_context(|| format!("cannot resolve '{}'", src.display()))?;
+            abs.file_name().unwrap_or_default()
+        }
+    };
+    let name = name
+        .to_str()
+        .with_context(|| format!("'{}': file names must be UTF-8", src.display()))?;
+    if name.is_empty() {
+        bail!("cannot send the file system root '/'; name a directory below it");
+    }
+    Ok(name.to_owned())
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+fn walk(p: &mut Plan, dir: &Path, prefix: &str) -> Result<()> {
+    let mut children: Vec<_> = fs::read_dir(dir)
+        .with_context(|| format!("cannot list '{}'", dir.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("cannot list '{}'", dir.display()))?;
+    children.sort_by_key(|e| e.file_name());
+    for child in children {
+        let path = child.path();
+        let Some(name) = child.file_name().to_str().map(str::to_owned) else {
+            p.skipped.push((path, "name is not UTF-8"));
+            continue;
+        };
+        let meta = fs::symlink_metadata(&path)
+            .with_context(|| format!("cannot read '{}'", path.display()))?;
+        let rel = join(prefix, &name);
+        if meta.file_type().is_symlink() {
+            p.skipped.push((path, "symbolic link"));
+        } else if meta.is_dir() {
+            p.push(rel.clone(), &path, &meta)?;
+            walk(p, &path, &rel)?;
+        } else if meta.is_file() {
+            p.push(rel, &path, &meta)?;
+        } else {
+            p.skipped.push((path, "special file"));
+        }
+    }
+    Ok(())
+}
+
+impl Plan {
+    fn push(&mut self, path: String, src: &Path, meta: &fs::Metadata) -> Result<()> {
+        let dir = meta.is_dir();
+        self.manifest.entries.push(Entry {
+            path,
+            kind: if dir {
+                EntryKind::Directory
+            } else {
+                EntryKind::File
+            },
+            size: if dir { 0 } else { meta.len() },
+            mode: meta.permissions().mode() & 0o7777,
+            mtime: Some(Mtime {
+                secs: meta.mtime(),
+                nanos: meta.mtime_nsec().clamp(0, 999_999_999) as u32,
+            }),
+            digest: None,
+        });
+        self.sources.push((!dir).then(|| src.to_path_buf()));
+        Ok(())
+    }
+
+    /// Compute every file's digest (reading each file once), calling `progress(bytes)` as
+    /// bytes are hashed.
+    pub fn compute_digests(&mut self, mut progress: impl FnMut(u64)) -> Result<()> {
+        for (e, src) in self.manifest.entries.iter_mut().zip(&self.sources) {
+            let Some(src) = src else { continue };
+            let (digest, n) = digest_file(src, &mut progress)?;
+            if n != e.size {
+                bail!(
+                    "'{}' changed size while being read ({} → {n} bytes); send it again when it is stable",
+                    src.display(),
+                    e.size
+                );
+            }
+            e.digest = Some(digest);
+        }
+        Ok(())
+    }
+}
+
+/// BLAKE3 of a file's bytes and its length.
+pub fn digest_file(path: &Path, progress: &mut impl FnMut(u64)) -> Result<([u8; 32], u64)> {
+    let mut f = File::open(path).with_context(|| format!("cannot read '{}'", path.display()))?;
+    digest_reader(&mut f, progress).with_context(|| format!("cannot read '{}'", path.display()))
+}
+
+/// BLAKE3 of everything `r` yields, in 1 MiB reads.
+pub fn digest_reader(
+    r: &mut impl std::io::Read,
+    progress: &mut impl FnMut(u64),
+) -> std::io::Result<([u8; 32], u64)> {
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        h.update(&buf[..n]);
+        total += n as u64;
+        progress(n as u64);
+    }
+    Ok((*h.finalize().as_bytes(), total))
+}

@@ -1,0 +1,162 @@
+//! The sending event loop.
+//!
+//! Each iteration: receive and hand feedback to the session, run its timers, send what it
+//! releases (paced by the core; each `poll_transmit` fills a buffer with up to 64 datagrams
+//! sent with one GSO system call), report progress every 100 ms, and sleep until the core's
+//! next deadline or a datagram. A send the kernel refuses for lack of buffer space is kept
+//! and retried when the socket is writable, never dropped.
+
+use std::hash::{BuildHasher, Hasher};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use spate_proto::{Instant, RateConfig, Sender, SenderConfig, SenderEvent, SessionError};
+
+use crate::clock::Clock;
+use crate::scan::Plan;
+use crate::source::FileSource;
+use crate::udp::{RecvBatch, Socket};
+
+/// Datagrams per send call at most (the kernel's GSO limit is 64).
+const BATCH: usize = 64;
+/// How often the progress callback runs.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+/// Settings of one `send`.
+#[derive(Debug, Clone)]
+pub struct SendConfig {
+    /// Where the receiver listens.
+    pub server: SocketAddr,
+    /// Rate policy, cap and floor.
+    pub rate: RateConfig,
+    /// Give up if the receiver does not answer within this time.
+    pub connect_timeout: Duration,
+    /// Give up after this long without any answer during the transfer.
+    pub idle_timeout: Duration,
+}
+
+/// A finished (or failed) transfer, as the core counted it.
+#[derive(Debug, Clone)]
+pub struct SendResult {
+    /// Seconds from the first HELLO to the end.
+    pub seconds: f64,
+    /// Final sender statistics.
+    pub stats: spate_proto::SenderStats,
+    /// Smoothed RTT at the end.
+    pub srtt: Duration,
+    /// Minimum RTT seen.
+    pub min_rtt: Duration,
+}
+
+/// Send `plan` as configured; `progress(sender)` is called every 100 ms.
+pub fn send(
+    plan: &Plan,
+    cfg: &SendConfig,
+    mut progress: impl FnMut(&Sender),
+) -> Result<SendResult> {
+    let bind: SocketAddr = if cfg.server.is_ipv6() {
+        "[::]:0".parse()?
+    } else {
+        "0.0.0.0:0".parse()?
+    };
+    let socket = Socket::bind(bind)?;
+    let clock = Clock::new();
+    let mut scfg = SenderConfig::new(cfg.rate);
+    scfg.verify = true;
+    scfg.handshake_timeout = cfg.connect_timeout;
+    scfg.idle_timeout = cfg.idle_timeout;
+    let datagram = usize::from(scfg.max_datagram);
+    let session = random_session_id();
+    let mut sender = Sender::new(scfg, session, &plan.manifest, clock.now())
+        .map_err(|e| anyhow::anyhow!("cannot send these files: {e}"))?;
+    let sizes = plan.manifest.entries.iter().map(|e| e.size).collect();
+    let mut source = FileSource::new(plan.sources.clone(), sizes);
+    let segments = socket.max_gso_segments().clamp(1, BATCH);
+    let mut buf = vec![0u8; segments * datagram];
+    let mut pending: Option<(usize, usize)> = None;
+    let mut batch = RecvBatch::default();
+    let mut last_progress = Instant::ZERO;
+    let mut failure: Option<SessionError> = None;
+
+    loop {
+        let now = clock.now();
+        while socket.recv(&mut batch)? > 0 {
+            // Any source: the core keeps only this session's packets (by session id), and a
+            // server with several addresses may answer from another one.
+            batch.for_each(|_, d| {
+                let _ = sender.handle_datagram(now, d);
+            });
+        }
+        let now = clock.now();
+        if sender.poll_timeout().is_some_and(|t| t <= now) {
+            sender.handle_timeout(now);
+        }
+        // Send: first what the kernel refused last time, then what the core releases.
+        loop {
+            let (len, seg) = match pending.take() {
+                Some(p) => p,
+                None => match sender.poll_transmit(now, &mut buf, &mut source) {
+                    Some(t) => (t.len, t.segment_size),
+                    None => break,
+                },
+            };
+            if !socket.send(cfg.server, &buf[..len], seg)? {
+                pending = Some((len, seg));
+                break;
+            }
+        }
+        while let Some(e) = sender.poll_event() {
+            if let SenderEvent::Failed(err) = e {
+                failure = Some(err);
+            }
+        }
+        if now.saturating_since(last_progress) >= PROGRESS_EVERY {
+            progress(&sender);
+            last_progress = now;
+        }
+        if sender.is_closed() && pending.is_none() {
+            break;
+        }
+        let next = sender.poll_timeout().unwrap_or(now + PROGRESS_EVERY);
+        let wait = clock.until(next).min(PROGRESS_EVERY);
+        if !wait.is_zero() || pending.is_some() {
+            socket.wait(wait, pending.is_some())?;
+        }
+    }
+    progress(&sender);
+    if let Some(err) = failure {
+        bail!(explain(&err, cfg.server));
+    }
+    Ok(SendResult {
+        seconds: clock.now().as_secs_f64(),
+        stats: *sender.stats(),
+        srtt: sender.rtt().smoothed(),
+        min_rtt: sender.rtt().min(),
+    })
+}
+
+/// What a failure means for the user, and what to do.
+fn explain(err: &SessionError, server: SocketAddr) -> String {
+    match err {
+        SessionError::HandshakeTimeout(d) => format!(
+            "no answer from {server} within {:.0} s: is `spate serve` running there, and is UDP \
+             port {} open? (start it with `spate serve --root DIR`)",
+            d.as_secs_f64(),
+            server.port()
+        ),
+        SessionError::IdleTimeout(d) => format!(
+            "the receiver at {server} stopped answering for {:.0} s; re-run the command to try again",
+            d.as_secs_f64()
+        ),
+        SessionError::PeerClosed { reason, .. } => format!("the receiver refused: {reason}"),
+        other => other.to_string(),
+    }
+}
+
+/// A session id from the operating system's randomness (std seeds `RandomState` from it).
+fn random_session_id() -> u32 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(std::process::id().into());
+    h.finish() as u32
+}

@@ -1,0 +1,335 @@
+//! The receiver's writer thread: received bytes into temporary files, then digest check and
+//! rename into place.
+//!
+//! For each file the writer creates `.NAME.spate-part` next to the final name, sized to the
+//! file at once (a sparse file: ranges that arrive as zeros are left as holes and read back as
+//! zeros, so a sparse 4 GiB file stays sparse). When the protocol reports the object complete,
+//! the writer re-reads the temporary file, compares its BLAKE3 digest with the manifest's,
+//! applies permission bits (setuid/setgid/sticky dropped) and modification time, and renames it
+//! over the final name. A mismatch removes the temporary file and fails the session with a
+//! message naming the file: a corrupt file is never put in place.
+//!
+//! The network thread coalesces contiguous chunks into 256 KiB buffers; buffers come back
+//! through the result channel and are reused.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use spate_proto::{EntryKind, Manifest};
+
+use crate::confine::Root;
+use crate::scan::digest_reader;
+
+/// Size of a write buffer: 256 KiB (181 chunks), large sequential writes.
+const WRITE_BUF: usize = 256 << 10;
+/// Buffers queued to the writer: 64 × 256 KiB = 16 MiB, ~13 ms at 10 Gbit/s.
+const QUEUE: usize = 64;
+
+enum Job {
+    Write {
+        object: u32,
+        offset: u64,
+        buf: Vec<u8>,
+        len: usize,
+    },
+    Finish(u32),
+    Abort,
+}
+
+/// What the writer reports back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The object is verified and in place.
+    Done(u32),
+    /// The transfer cannot succeed; the message says why and what to do.
+    Failed(String),
+}
+
+enum Back {
+    Buffer(Vec<u8>),
+    Outcome(Outcome),
+}
+
+/// The network thread's handle on a session's writer.
+pub struct Sink {
+    jobs: SyncSender<Job>,
+    back: Receiver<Back>,
+    pool: Vec<Vec<u8>>,
+    /// Coalescing buffer: (object, offset of its first byte, bytes, used).
+    cur: Option<(u32, u64, Vec<u8>, usize)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Sink {
+    /// Start a writer for `manifest` below `root`. Fails if any path would leave the root.
+    pub fn start(root: Root, manifest: &Manifest) -> io::Result<Sink> {
+        let mut targets = Vec::with_capacity(manifest.entries.len());
+        for e in &manifest.entries {
+            targets.push(root.prepare(&e.path)?);
+        }
+        let (jobs, jobs_rx) = sync_channel(QUEUE);
+        let (back_tx, back) = sync_channel(QUEUE * 2 + 16);
+        let m = manifest.clone();
+        let thread = std::thread::Builder::new()
+            .name("spate-writer".into())
+            .spawn(move || Writer::new(m, targets, back_tx).run(jobs_rx))?;
+        Ok(Sink {
+            jobs,
+            back,
+            pool: Vec::new(),
+            cur: None,
+            thread: Some(thread),
+        })
+    }
+
+    /// Queue `bytes` of `object` at `offset` for writing.
+    pub fn write(&mut self, object: u32, offset: u64, bytes: &[u8]) {
+        if let Some((o, start, _, used)) = &self.cur {
+            let contiguous = *o == object && start + *used as u64 == offset;
+            if !contiguous || used + bytes.len() > WRITE_BUF {
+                self.flush();
+            }
+        }
+        if self.cur.is_none() {
+            let buf = self.pool.pop().unwrap_or_else(|| vec![0; WRITE_BUF]);
+            self.cur = Some((object, offset, buf, 0));
+        }
+        if let Some((_, _, buf, used)) = &mut self.cur {
+            let n = bytes.len().min(WRITE_BUF - *used);
+            buf[*used..*used + n].copy_from_slice(&bytes[..n]);
+            *used += n;
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some((object, offset, buf, len)) = self.cur.take() {
+            let _ = self.jobs.send(Job::Write {
+                object,
+                offset,
+                buf,
+                len,
+            });
+        }
+    }
+
+    /// Every byte of `object` has been handed over: verify and place it.
+    pub fn finish(&mut self, object: u32) {
+        self.flush();
+        let _ = self.jobs.send(Job::Finish(object));
+    }
+
+    /// The next outcome, if any (reclaims returned buffers on the way).
+    pub fn poll(&mut self) -> Option<Outcome> {
+        loop {
+            match self.back.try_recv() {
+                Ok(Back::Buffer(b)) => self.pool.push(b),
+                Ok(Back::Outcome(o)) => return Some(o),
+                Err(TryRecvError::Empty) => return None,
+                Err(TryRecvError::Disconnected) => {
+                    return Some(Outcome::Failed("the writer thread stopped".into()))
+                }
+            }
+        }
+    }
+
+    /// The session failed: remove temporary files. Finished files stay.
+    pub fn abort(&mut self) {
+        self.cur = None;
+        let _ = self.jobs.send(Job::Abort);
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        let (dead, _) = sync_channel(1);
+        self.jobs = dead;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Writer {
+    manifest: Manifest,
+    targets: Vec<PathBuf>,
+    back: SyncSender<Back>,
+    open: HashMap<u32, File>,
+    failed: bool,
+}
+
+fn temp_path(target: &std::path::Path) -> PathBuf {
+    let name = target.file_name().unwrap_or_default().to_string_lossy();
+    target.with_file_name(format!(".{name}.spate-part"))
+}
+
+impl Writer {
+    fn new(manifest: Manifest, targets: Vec<PathBuf>, back: SyncSender<Back>) -> Self {
+        Writer {
+            manifest,
+            targets,
+            back,
+            open: HashMap::new(),
+            failed: false,
+        }
+    }
+
+    fn run(mut self, jobs: Receiver<Job>) {
+        while let Ok(job) = jobs.recv() {
+            match job {
+                Job::Write {
+                    object,
+                    offset,
+                    buf,
+                    len,
+                } => {
+                    if !self.failed {
+                        if let Err(e) = self.write(object, offset, &buf[..len]) {
+                            self.fail(object, "writing", &e);
+                        }
+                    }
+                    let _ = self.back.send(Back::Buffer(buf));
+                }
+                Job::Finish(object) if !self.failed => match self.finish(object) {
+                    Ok(()) => {
+                        let _ = self.back.send(Back::Outcome(Outcome::Done(object)));
+                    }
+                    Err(e) => self.fail(object, "finishing", &e),
+                },
+                Job::Finish(_) => {}
+                Job::Abort => self.remove_temporaries(),
+            }
+        }
+    }
+
+    fn entry(&self, object: u32) -> io::Result<(&spate_proto::Entry, &PathBuf)> {
+        let i = (object as usize)
+            .checked_sub(1)
+            .filter(|&i| i < self.targets.len())
+            .ok_or_else(|| io::Error::other(format!("unknown object {object}")))?;
+        Ok((&self.manifest.entries[i], &self.targets[i]))
+    }
+
+    fn file(&mut self, object: u32) -> io::Result<&File> {
+        if !self.open.contains_key(&object) {
+            let (e, target) = self.entry(object)?;
+            let size = e.size;
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(temp_path(target))?;
+            f.set_len(size)?;
+            self.open.insert(object, f);
+        }
+        Ok(&self.open[&object])
+    }
+
+    fn write(&mut self, object: u32, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        let f = self.file(object)?;
+        // The file was created sparse: zeros need not be written.
+        if bytes.iter().all(|&b| b == 0) {
+            return Ok(());
+        }
+        f.write_all_at(bytes, offset)
+    }
+
+    fn finish(&mut self, object: u32) -> io::Result<()> {
+        let (e, target) = self.entry(object)?;
+        let (kind, mode, mtime, digest, path) = (e.kind, e.mode, e.mtime, e.digest, e.path.clone());
+        let target = target.clone();
+        if kind == EntryKind::Directory {
+            match fs::symlink_metadata(&target) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(io::Error::other(format!(
+                        "'{}' exists and is not a directory",
+                        target.display()
+                    )))
+                }
+                Err(_) => fs::create_dir(&target)?,
+            }
+            if mode != 0 {
+                fs::set_permissions(&target, fs::Permissions::from_mode(mode & 0o777 | 0o700))?;
+            }
+            return Ok(());
+        }
+        self.file(object)?;
+        let f = self.open.remove(&object).expect("opened above");
+        let tmp = temp_path(&target);
+        if let Some(want) = digest {
+            let mut r = io::BufReader::with_capacity(1 << 20, &f);
+            let (got, _) = digest_reader(&mut r, &mut |_| {})?;
+            if got != want {
+                drop(f);
+                let _ = fs::remove_file(&tmp);
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "digest mismatch for '{path}': the bytes received differ from the \
+                         sender's file (BLAKE3 {} expected, {} received); nothing was put in \
+                         place — send it again",
+                        hex(&want[..8]),
+                        hex(&got[..8])
+                    ),
+                ));
+            }
+        }
+        if mode != 0 {
+            f.set_permissions(fs::Permissions::from_mode(mode & 0o777))?;
+        }
+        if let Some(t) = mtime {
+            let when = if t.secs >= 0 {
+                SystemTime::UNIX_EPOCH + Duration::new(t.secs as u64, t.nanos)
+            } else {
+                SystemTime::UNIX_EPOCH - Duration::from_secs(t.secs.unsigned_abs())
+                    + Duration::from_nanos(u64::from(t.nanos))
+            };
+            let _ = f.set_modified(when);
+        }
+        drop(f);
+        if fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
+            return Err(io::Error::other(format!(
+                "'{}' exists and is a directory",
+                target.display()
+            )));
+        }
+        fs::rename(&tmp, &target)
+    }
+
+    fn fail(&mut self, object: u32, doing: &str, e: &io::Error) {
+        self.failed = true;
+        let path = self
+            .entry(object)
+            .map(|(e, _)| e.path.clone())
+            .unwrap_or_default();
+        let msg = if e.raw_os_error() == Some(libc::ENOSPC) {
+            format!("disk full on the receiver while {doing} '{path}': free space below its --root and send again")
+        } else if e.kind() == io::ErrorKind::InvalidData {
+            e.to_string()
+        } else {
+            format!("receiver failed {doing} '{path}': {e}")
+        };
+        self.remove_temporaries();
+        let _ = self.back.send(Back::Outcome(Outcome::Failed(msg)));
+    }
+
+    fn remove_temporaries(&mut self) {
+        for (object, f) in std::mem::take(&mut self.open) {
+            drop(f);
+            if let Ok((_, t)) = self.entry(object) {
+                let _ = fs::remove_file(temp_path(t));
+            }
+        }
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
