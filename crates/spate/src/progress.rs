@@ -47,16 +47,14 @@ impl Progress {
         ));
     }
 
-    /// Remove the bar.
-    pub fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
-}
-
-impl Progress {
     /// Show a position and a message (for phases before the transfer, such as hashing).
     pub fn set(&self, pos: u64, msg: &str) {
         self.bar.set_position(pos);
         self.bar.set_message(msg.to_owned());
+    }
+
+    /// Remove the bar.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
     }
 }

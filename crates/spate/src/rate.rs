@@ -12,17 +12,10 @@ pub fn parse_rate(text: &str) -> Result<u64, String> {
         .strip_suffix("bit/s")
         .or_else(|| lower.strip_suffix("bps"))
         .unwrap_or(&lower);
-    let (num, mult) = match core.chars().last() {
-        Some('k') => (&core[..core.len() - 1], 1e3),
-        Some('m') => (&core[..core.len() - 1], 1e6),
-        Some('g') => (&core[..core.len() - 1], 1e9),
-        Some('t') => (&core[..core.len() - 1], 1e12),
-        _ => (core, 1.0),
-    };
     let bad =
         || format!("invalid rate '{text}': expected bits per second such as 800k, 200M, 1.5G");
-    let value: f64 = num.trim().parse().map_err(|_| bad())?;
-    let bps = value * mult;
+    let (value, power) = split_suffix(core).ok_or_else(bad)?;
+    let bps = value * 1000f64.powi(power);
     if !bps.is_finite() || !(1.0..=1e14).contains(&bps) {
         return Err(format!(
             "rate '{text}' out of range: give 1 bit/s to 100T (for example 800k, 200M, 1.5G)"
@@ -56,19 +49,26 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .strip_suffix("ib")
         .or_else(|| t.strip_suffix('b'))
         .unwrap_or(&t);
-    let (num, mult) = match t.chars().last() {
-        Some('k') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('m') => (&t[..t.len() - 1], 1 << 20),
-        Some('g') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid size '{text}': expected bytes such as 512k, 64M, 1G"))?;
+    let (v, power) = split_suffix(t)
+        .filter(|&(_, p)| p <= 3)
+        .ok_or_else(|| format!("invalid size '{text}': expected bytes such as 512k, 64M, 1G"))?;
     if !(0.0..=1e15).contains(&v) {
         return Err(format!("size '{text}' out of range"));
     }
-    Ok((v * mult as f64) as u64)
+    Ok((v * 1024f64.powi(power)) as u64)
+}
+
+/// A lower-case number with an optional k/m/g/t suffix: (number, power of the unit, 0–4).
+fn split_suffix(t: &str) -> Option<(f64, i32)> {
+    let power = match t.chars().last()? {
+        'k' => 1,
+        'm' => 2,
+        'g' => 3,
+        't' => 4,
+        _ => 0,
+    };
+    let num = if power > 0 { &t[..t.len() - 1] } else { t };
+    Some((num.trim().parse().ok()?, power))
 }
 
 #[cfg(test)]

@@ -64,10 +64,10 @@ pub fn plan(sources: &[PathBuf], dest: &str, recursive: bool) -> Result<Plan> {
                     src.display()
                 );
             }
-            p.push(path.clone(), src, &meta)?;
+            p.push(path.clone(), src, &meta);
             walk(&mut p, src, &path)?;
         } else if meta.is_file() {
-            p.push(path, src, &meta)?;
+            p.push(path, src, &meta);
         } else {
             bail!("'{}' is not a regular file or directory", src.display());
         }
@@ -126,10 +126,10 @@ fn walk(p: &mut Plan, dir: &Path, prefix: &str) -> Result<()> {
         if meta.file_type().is_symlink() {
             p.skipped.push((path, "symbolic link"));
         } else if meta.is_dir() {
-            p.push(rel.clone(), &path, &meta)?;
+            p.push(rel.clone(), &path, &meta);
             walk(p, &path, &rel)?;
         } else if meta.is_file() {
-            p.push(rel, &path, &meta)?;
+            p.push(rel, &path, &meta);
         } else {
             p.skipped.push((path, "special file"));
         }
@@ -138,7 +138,7 @@ fn walk(p: &mut Plan, dir: &Path, prefix: &str) -> Result<()> {
 }
 
 impl Plan {
-    fn push(&mut self, path: String, src: &Path, meta: &fs::Metadata) -> Result<()> {
+    fn push(&mut self, path: String, src: &Path, meta: &fs::Metadata) {
         let dir = meta.is_dir();
         self.manifest.entries.push(Entry {
             path,
@@ -156,7 +156,6 @@ impl Plan {
             digest: None,
         });
         self.sources.push((!dir).then(|| src.to_path_buf()));
-        Ok(())
     }
 
     /// Compute every file's digest (reading each file once), calling `progress(bytes)` as

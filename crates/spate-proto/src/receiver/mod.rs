@@ -227,9 +227,9 @@ impl Receiver {
     /// bytes arrived or when the session did not ask for verification.
     pub fn confirm(&mut self, now: Instant) {
         if self.verify && self.objects_remaining == 0 && self.phase == Phase::Receiving {
-            self.phase = Phase::Draining;
+            // The drain timeout counts from the confirmation, not from the last PING.
             self.last_packet_at = now;
-            self.feedback_due = Some(Instant::ZERO);
+            self.enter_draining();
         }
     }
 
@@ -431,9 +431,14 @@ impl Receiver {
             // With VERIFY the session stays Receiving (the sender's PINGs keep it alive)
             // until the application confirms.
             if !self.verify {
-                self.phase = Phase::Draining;
-                self.feedback_due = Some(Instant::ZERO);
+                self.enter_draining();
             }
         }
+    }
+
+    /// All data is held (and confirmed, with VERIFY): report COMPLETE at once.
+    fn enter_draining(&mut self) {
+        self.phase = Phase::Draining;
+        self.feedback_due = Some(Instant::ZERO);
     }
 }

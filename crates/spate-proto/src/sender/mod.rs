@@ -479,8 +479,8 @@ impl Sender {
 
     fn check_complete(&mut self) {
         // §6.8: with VERIFY, every byte delivered is not enough: the receiver's verdict is.
-        let verified = !self.cfg.verify || self.complete_seen;
-        if self.objects_remaining == 0 && self.phase == Phase::Transfer && verified {
+        if self.objects_remaining == 0 && self.phase == Phase::Transfer && !self.awaiting_verdict()
+        {
             self.phase = Phase::Ended;
             self.close_pending = Some((CloseCode::Done, String::new()));
             self.events.push_back(SenderEvent::Complete);
