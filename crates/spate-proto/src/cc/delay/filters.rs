@@ -7,6 +7,9 @@ use std::collections::VecDeque;
 use crate::time::Instant;
 
 /// Minimum of the values pushed within the last `window` (monotonic deque: O(1) amortised).
+/// Of equal values the newest is kept: [`WindowedMin::age`] is the time since the minimum
+/// was last seen. (Keeping the oldest made every drain, which sees the floor again, look 8 s
+/// old at once, so drains repeated every probe until the old sample expired.)
 #[derive(Debug, Clone)]
 pub struct WindowedMin {
     window: Duration,
@@ -64,6 +67,46 @@ impl WindowedMin {
     /// Change the window length.
     pub fn set_window(&mut self, window: Duration) {
         self.window = window;
+    }
+}
+
+/// The pacing rates of the last few seconds, so a delivery rate can be compared with the rate
+/// its packets were sent at (one loop delay earlier).
+#[derive(Debug, Clone, Default)]
+pub struct RateHistory {
+    /// (time, bits/s), time increasing.
+    samples: VecDeque<(Instant, f64)>,
+}
+
+impl RateHistory {
+    /// How far back rates are kept: beyond the longest loop delay of interest (400 ms RTT, its
+    /// queue and the delivery window).
+    const KEEP: Duration = Duration::from_secs(4);
+
+    /// Record that the rate is `rate` from `now` on.
+    pub fn push(&mut self, now: Instant, rate: f64) {
+        self.samples.push_back((now, rate));
+        while self
+            .samples
+            .front()
+            .is_some_and(|&(t, _)| now.saturating_since(t) > Self::KEEP)
+        {
+            self.samples.pop_front();
+        }
+    }
+
+    /// The rate in force at `t`, or `None` if `t` is before the oldest rate kept (then
+    /// nobody knows what was sent: at the start of a transfer, or right after [`clear`]).
+    ///
+    /// [`clear`]: RateHistory::clear
+    pub fn at(&self, t: Instant) -> Option<f64> {
+        let i = self.samples.partition_point(|&(s, _)| s <= t);
+        i.checked_sub(1).map(|i| self.samples[i].1)
+    }
+
+    /// Forget history.
+    pub fn clear(&mut self) {
+        self.samples.clear();
     }
 }
 
@@ -128,6 +171,20 @@ mod tests {
         assert_eq!(f.get(Instant::from_millis(120)), Some(9));
         f.push(Instant::from_millis(130), 7);
         assert_eq!(f.get(Instant::from_millis(130)), Some(7));
+    }
+
+    #[test]
+    fn rate_history_looks_back() {
+        let mut h = RateHistory::default();
+        assert_eq!(h.at(Instant::from_millis(5)), None);
+        h.push(Instant::from_millis(10), 1.0);
+        h.push(Instant::from_millis(20), 2.0);
+        assert_eq!(h.at(Instant::from_millis(5)), None);
+        assert_eq!(h.at(Instant::from_millis(15)), Some(1.0));
+        assert_eq!(h.at(Instant::from_millis(20)), Some(2.0));
+        h.push(Instant::from_millis(10_000), 3.0);
+        assert_eq!(h.at(Instant::from_millis(15)), None);
+        assert_eq!(h.at(Instant::from_millis(10_000)), Some(3.0));
     }
 
     #[test]

@@ -13,15 +13,16 @@
 //! q      = owd − base_owd          queueing delay: receiver-measured one-way delay (10 ms
 //!                                  minimum filter) minus its windowed minimum (10 s)
 //! rtt    = min_rtt + q
-//! D      = delivery rate measured by the receiver over the last half RTT (IP bytes)
+//! D      = delivery rate measured by the receiver over w = max(rtt/2, 20 ms) (IP bytes)
 //! p      = fraction of bytes lost, averaged over 1 s
 //! q*     = 8·α / r                 this flow's equilibrium queueing delay at rate r
 //! T      = 2 · (rtt + 10 ms)       steering horizon: two loop delays
 //!
-//! grow   if q < q*/4 for a whole RTT:  r ← max(r · 2^(g·dt/rtt), D_last)
+//! grow   if q < q*/4 for a whole RTT, unless D < r(now − rtt − w) / 2 for a whole RTT:
+//!                                      r ← max(r · 2^(g·dt/rtt), D_last)
 //!                                      g ← min(1, g · 2^(dt/rtt))   (doublings per RTT)
 //! steer  otherwise:  r ← max(D' + (8·α − D·q) / T,  D'/4)            g ← 1/8
-//!                    D' = D / (1 − p) while D·q < 4·8·α, else D
+//!                    D' = D / (1 − p) while D·q < 1.5·8·α, else D
 //! ```
 //!
 //! *Steer* is a proportional controller on a first-order plant: the queue obeys
@@ -70,7 +71,7 @@ mod filters;
 
 use core::time::Duration;
 
-pub use filters::{DeliveryRate, LossFraction, WindowedMin};
+pub use filters::{DeliveryRate, LossFraction, RateHistory, WindowedMin};
 
 use super::{RateControl, RateSample};
 use crate::time::Instant;
@@ -87,6 +88,11 @@ use crate::wire::IP_UDP_OVERHEAD;
 pub const DEFAULT_QUEUE_TARGET: u64 = 75_000;
 /// Rate before any measurement: 10 Mbit/s. A 10 Gbit/s path is reached in 10 doublings.
 pub const INITIAL_RATE: u64 = 10_000_000;
+/// Growth stops when the delivery rate stays below this fraction of the rate its packets were
+/// sent at (the oldest rate of the window) for a whole RTT. Growing at one doubling per RTT,
+/// delivery matches that rate; random loss of a few per cent takes a few per cent. A path
+/// that delivers less than half of what was sent is full whatever the delay says.
+const KEEP_UP: f64 = 0.5;
 /// Growth speed right after a cut, doublings per RTT (1/8: +9 % per RTT).
 const MIN_GROWTH: f64 = 0.125;
 /// Steering horizon T in loop delays: the queue error is corrected over
@@ -101,6 +107,11 @@ const FEEDBACK_DELAY: f64 = 0.010;
 /// (a capacity drop into a deep buffer) drains at up to 3/4 of capacity and the flow keeps
 /// moving.
 const MIN_STEER_FRACTION: f64 = 0.25;
+/// Loss is credited back as random only while this flow's queued data `D·q` is below this
+/// many α (its equilibrium is 1). Above, the loss may be overflow: with 4 a 5 ms buffer at
+/// 200 Mbit/s (1.7 α when full) stayed full for 2 s after start-up, the credited overflow
+/// propping the rate up.
+const CREDIT_BELOW: f64 = 1.5;
 /// Horizon of the loss-fraction estimate used to correct the delivered rate for random loss.
 const LOSS_HORIZON: Duration = Duration::from_secs(1);
 /// Window of the delay floor (one-way delay minimum), as for the minimum RTT.
@@ -114,6 +125,9 @@ const DRAIN_AFTER: Duration = Duration::from_secs(8);
 const DRAIN_GAIN: f64 = 0.5;
 /// Extra drain time, seconds, so the queue is seen empty for a moment.
 const DRAIN_MARGIN: f64 = 0.002;
+/// Longest slow half of a drain at small RTTs, seconds (it may last up to one RTT otherwise):
+/// a shallow buffer at RTT ≈ 0 still needs 2q + margin (a few ms) to empty.
+const DRAIN_MAX_HALF: f64 = 0.020;
 /// A probe that raises the queueing delay by less than this (or 0.5 % of the RTT) did not
 /// meet a queue: seconds.
 const STALE_QUEUE_NOISE: f64 = 0.000_2;
@@ -183,6 +197,10 @@ pub struct Delay {
     /// where growth restarts after a brief empty queue.
     last_steered: f64,
     last_update: Option<Instant>,
+    /// Rates sent at, to tell whether delivery keeps up.
+    sent: RateHistory,
+    /// Since when delivery has been less than [`KEEP_UP`] of the rate sent.
+    behind_since: Option<Instant>,
     saved_rate: Option<f64>,
     /// Growth speed, doublings per RTT (1/8..=1).
     growth: f64,
@@ -216,6 +234,8 @@ impl Delay {
             delivery: DeliveryRate::default(),
             last_steered: 0.0,
             last_update: None,
+            sent: RateHistory::default(),
+            behind_since: None,
             saved_rate: None,
             growth: 1.0,
             loss: LossFraction::default(),
@@ -244,8 +264,10 @@ impl Delay {
                 };
                 let half = match kind {
                     ProbeKind::Stale => rtt / 2,
+                    // Not capped at rtt/2: at RTT ≈ 0 that left a 50 µs dip, which removed
+                    // nothing from a 1 ms queue, and the floor crept up under it.
                     ProbeKind::Drain => Duration::from_secs_f64(
-                        (2.0 * q + DRAIN_MARGIN).min(rtt.as_secs_f64() / 2.0),
+                        (2.0 * q + DRAIN_MARGIN).min(rtt.as_secs_f64().max(DRAIN_MAX_HALF)),
                     ),
                 };
                 self.probe = Probe::Up {
@@ -263,6 +285,7 @@ impl Delay {
             Probe::Up {
                 kind,
                 start,
+                half,
                 q0,
                 d0,
                 q_max,
@@ -275,7 +298,7 @@ impl Delay {
                     *q_max = q_max.max(q);
                     *d_max = d_max.max(d.unwrap_or(0.0));
                 }
-                if age < rtt * 2 {
+                if age < (rtt * 2).max(*half * 2) {
                     return;
                 }
                 // On a full link the bump adds PROBE_GAIN/2 RTT of this flow's data to the
@@ -345,20 +368,16 @@ impl RateControl for Delay {
             .map_or(0.0, |t| now.saturating_since(t).as_secs_f64())
             .min(rtt_s);
         self.last_update = Some(now);
-        self.loss
-            .push(dt / LOSS_HORIZON.as_secs_f64(), s.acked_bytes, s.lost_bytes);
         // Receiver byte counts are DATA payload; rates here are IP bits.
         let dg = s.datagram_bytes.max(1) as f64;
         let wire_bits = (dg + IP_UDP_OVERHEAD as f64) / dg * 8.0;
-        let delivered_over = |w: Duration| {
-            self.delivery
-                .rate(w.max(Duration::from_millis(20)))
-                .map(|b| b as f64 * wire_bits)
-        };
+        let delivered_over = |w: Duration| self.delivery.rate(w).map(|b| b as f64 * wire_bits);
         // Half an RTT: less lag in the loop than a whole RTT (the 100 Mbit/s phase of FASP
         // scenario 1 rang for 4 s with a whole-RTT window), still hundreds of packets.
-        let d = delivered_over(rtt / 2);
-        let d_short = delivered_over(rtt / 2);
+        let window = (rtt / 2).max(Duration::from_millis(20));
+        let d = delivered_over(window);
+        self.loss
+            .push(dt / LOSS_HORIZON.as_secs_f64(), s.acked_bytes, s.lost_bytes);
         self.q_rtt_min.set_window(rtt);
         self.q_rtt_min.push(now, (q * 1e6) as i64);
         let q_star = self.alpha_bits / self.rate;
@@ -373,10 +392,33 @@ impl RateControl for Delay {
             self.empty_since = Some(now);
         }
         let probing = matches!(self.probe, Probe::Up { .. });
+        // ...and delivery must keep up with what was sent one loop earlier (the packets the
+        // window's deliveries were sent between rtt + window and rtt ago; compared with the
+        // oldest rate, which during growth is the lowest). An empty queue with
+        // delivery far behind is a delay floor that took in a standing queue, or a buffer too
+        // short to show delay: growing there only adds loss.
+        // Only judged once the whole window's packets were sent at known rates (not in the
+        // first two RTTs, when deliveries still include the handshake's idle time).
+        // A single short window can fall behind by chance (reordered packets, a report gap),
+        // so it must stay behind for a whole RTT.
+        let behind = match (d, self.sent.at(now.saturating_sub(rtt + window))) {
+            // Raw D, not credited for loss: overflow counted as loss must not excuse it.
+            (Some(d), Some(then)) => d < KEEP_UP * then,
+            _ => false,
+        };
+        if !behind {
+            self.behind_since = None;
+        } else if self.behind_since.is_none() {
+            self.behind_since = Some(now);
+        }
+        let keeps_up = self
+            .behind_since
+            .is_none_or(|t| now.saturating_since(t) < rtt);
         let spare = self
             .empty_since
             .is_some_and(|t| now.saturating_since(t) >= rtt)
-            && !probing;
+            && !probing
+            && keeps_up;
         match d {
             // While probing, hold the rate: the probe's bump and dip cancel, and the reports of
             // the next two RTTs describe the probe, not the path.
@@ -386,7 +428,7 @@ impl RateControl for Delay {
                 // distance from holding α bytes in the queue, over the horizon T.
                 // Loss with a queue near its target is random loss: the bottleneck drained
                 // more than arrived. Loss with a large queue is (also) overflow: no credit.
-                let sent = if d * q < 4.0 * self.alpha_bits {
+                let sent = if d * q < CREDIT_BELOW * self.alpha_bits {
                     d / (1.0 - self.loss.fraction())
                 } else {
                     d
@@ -415,7 +457,8 @@ impl RateControl for Delay {
         self.rate = self
             .rate
             .clamp(self.floor.max(crate::pacer::MIN_RATE_BPS as f64), self.cap);
-        self.probe_step(now, rtt, q, d_short, steady);
+        self.sent.push(now, self.rate);
+        self.probe_step(now, rtt, q, d, steady);
     }
 
     fn on_path_silent(&mut self, _now: Instant) {
@@ -430,6 +473,8 @@ impl RateControl for Delay {
         }
         // Measurements across the outage describe nothing; give the path one report cycle.
         self.delivery.clear();
+        self.sent.clear();
+        self.behind_since = None;
         self.last_update = None;
         self.probe = Probe::Idle {
             next: now + PROBE_MIN_INTERVAL,

@@ -179,3 +179,19 @@ fn rate_stays_within_cap_and_floor() {
     );
     assert_eq!(r, 20e6);
 }
+
+#[test]
+fn does_not_grow_when_delivery_falls_behind_though_no_queue_shows() {
+    // A delay floor that took in a standing queue (or a buffer too short to show delay): the
+    // queue reads empty, but the path delivers 100 Mbit/s whatever is sent.
+    let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+    let r = drive(
+        &mut c,
+        0,
+        300,
+        20 * MS,
+        |_| 10_000,
+        |_, _| (100e6 / 8.0 * 0.01) as u64,
+    );
+    assert!(r < 300e6, "rate {r}");
+}
