@@ -29,6 +29,9 @@ pub struct SenderConfig {
     /// spec §6.8): the session succeeds only when the receiver's application confirms it
     /// (for example after checking each file's digest), and fails if it refuses.
     pub verify: bool,
+    /// Resume an interrupted transfer (HELLO flag RESUME, spec §8.3): if the receiver offers
+    /// it, file data waits for its HAVE, and the bytes it lists are not sent.
+    pub resume: bool,
 }
 
 impl SenderConfig {
@@ -42,6 +45,7 @@ impl SenderConfig {
             initial_rtt: Duration::from_millis(500),
             rate,
             verify: false,
+            resume: false,
         }
     }
 }
@@ -58,6 +62,10 @@ pub struct ReceiverConfig {
     /// COMPLETE report was lost in an outage keeps probing until then, and only an answer
     /// tells it that the transfer succeeded.
     pub drain_timeout: Duration,
+    /// Offer resumption (ACCEPT flag RESUME, spec §8.3) to senders that ask: the application
+    /// then answers [`Receiver::wants_resume`](crate::Receiver::wants_resume) with
+    /// [`Receiver::resume`](crate::Receiver::resume) once the manifest is known.
+    pub resume: bool,
 }
 
 impl Default for ReceiverConfig {
@@ -66,6 +74,7 @@ impl Default for ReceiverConfig {
             max_datagram: crate::wire::MAX_DATAGRAM as u16,
             idle_timeout: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(60),
+            resume: false,
         }
     }
 }

@@ -28,19 +28,20 @@ fn pair() -> (Sender, Receiver) {
     let m = Manifest {
         entries: vec![Entry::file("a", 100_000), Entry::file("b/c", 7)],
     };
-    let mut s = Sender::new(
-        SenderConfig::new(RateConfig::fixed(10_000_000)),
-        5,
-        &m,
-        Instant::ZERO,
-    )
-    .unwrap();
+    // Both sides resume, so garbage also meets the HAVE path (the sender waits for one).
+    let mut cfg = SenderConfig::new(RateConfig::fixed(10_000_000));
+    cfg.resume = true;
+    let mut s = Sender::new(cfg, 5, &m, Instant::ZERO).unwrap();
+    let rcfg = ReceiverConfig {
+        resume: true,
+        ..ReceiverConfig::default()
+    };
     let mut buf = vec![0u8; 1472];
     let t = s
         .poll_transmit(Instant::ZERO, &mut buf, &mut Zeros)
         .unwrap();
     let mut hello = buf[..t.len].to_vec();
-    let mut r = Receiver::accept(ReceiverConfig::default(), Instant::ZERO, &mut hello).unwrap();
+    let mut r = Receiver::accept(rcfg, Instant::ZERO, &mut hello).unwrap();
     let t = r.poll_transmit(Instant::ZERO, &mut buf).unwrap();
     s.handle_datagram(Instant::from_millis(10), &mut buf[..t.len])
         .unwrap();
@@ -99,4 +100,25 @@ fn data_outside_an_object_is_neither_used_nor_acknowledged() {
     ];
     assert!(r.handle_datagram(Instant::from_millis(30), &mut d).is_err());
     assert_eq!(r.stats().data_packets_received, 0);
+}
+
+#[test]
+fn a_have_naming_bytes_outside_the_manifest_is_dropped_whole() {
+    let (mut s, _) = pair();
+    let have = |body: &[u8]| {
+        let mut d = vec![1, 8, 0, 0, 0, 5, 0, 0, 0, 0, 0, 3];
+        d.extend_from_slice(body);
+        d
+    };
+    // Object 3 of a two-entry manifest; then bytes 0..8 of object 2 (size 7).
+    for body in [&[1u8, 3, 1][..], &[1, 2, 0, 0, 8]] {
+        assert!(s
+            .handle_datagram(Instant::from_millis(30), &mut have(body))
+            .is_err());
+    }
+    assert_eq!(s.stats().resumed_bytes, 0);
+    // A valid one (object 2 whole) is taken.
+    s.handle_datagram(Instant::from_millis(31), &mut have(&[1, 2, 1]))
+        .unwrap();
+    assert_eq!(s.stats().resumed_bytes, 7);
 }

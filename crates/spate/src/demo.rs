@@ -85,6 +85,7 @@ pub fn run(cfg: &DemoConfig) -> Result<DemoReport> {
     let sent = send(
         &plan,
         &SendConfig {
+            resume: false,
             server: relay.addr(),
             rate: cfg.rate,
             connect_timeout: Duration::from_secs(10),

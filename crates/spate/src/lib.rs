@@ -28,6 +28,7 @@
 pub mod clock;
 pub mod confine;
 pub mod demo;
+pub mod journal;
 pub mod progress;
 pub mod rate;
 pub mod relay;

@@ -93,9 +93,19 @@ struct SendArgs {
     recursive: bool,
     #[command(flatten)]
     rate: RateArgs,
+    /// Resume an interrupted transfer: the receiver reports what it already holds (files in
+    /// place with the same BLAKE3 digest, and blocks of partial files that still match their
+    /// journal) and only the rest is sent. Harmless when nothing was interrupted. A damaged
+    /// partial file is repaired, never accepted: each file is still verified whole.
+    #[arg(long)]
+    resume: bool,
     /// Give up if the server does not answer within this many seconds.
     #[arg(long, default_value_t = 10.0)]
     connect_timeout: f64,
+    /// Give up when the server stops answering for this many seconds during the transfer
+    /// (outages shorter than this are ridden out).
+    #[arg(long, default_value_t = 60.0)]
+    idle_timeout: f64,
     /// Print the final statistics as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -222,16 +232,28 @@ fn serve(listen: SocketAddr, root: &std::path::Path) -> Result<()> {
         root.path().display()
     );
     let stop = Arc::new(AtomicBool::new(false));
-    server.run(&stop, |s| match &s.error {
-        None => eprintln!(
-            "{} session {:08x}: {} entries, {} in {:.1} s",
-            s.peer,
-            s.session,
-            s.objects,
-            human_bytes(s.bytes),
-            s.seconds
-        ),
-        Some(e) => eprintln!("{} session {:08x} failed: {e}", s.peer, s.session),
+    server.run(&stop, |s| {
+        let mut resumed = String::new();
+        if s.resumed > 0 {
+            resumed = format!(" (+ {} resumed)", human_bytes(s.resumed));
+        }
+        if s.damaged_blocks > 0 {
+            resumed += &format!(
+                " ({} damaged block(s) of partial files sent again)",
+                s.damaged_blocks
+            );
+        }
+        match &s.error {
+            None => eprintln!(
+                "{} session {:08x}: {} entries, {}{resumed} in {:.1} s",
+                s.peer,
+                s.session,
+                s.objects,
+                human_bytes(s.bytes),
+                s.seconds
+            ),
+            Some(e) => eprintln!("{} session {:08x} failed: {e}{resumed}", s.peer, s.session),
+        }
     })
 }
 
@@ -288,7 +310,8 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         server,
         rate: a.rate.config()?,
         connect_timeout: Duration::from_secs_f64(a.connect_timeout.clamp(0.1, 3600.0)),
-        idle_timeout: Duration::from_secs(60),
+        idle_timeout: Duration::from_secs_f64(a.idle_timeout.clamp(1.0, 86_400.0)),
+        resume: a.resume,
     };
     let result = send(&plan, &cfg, |s| bar.update(s));
     bar.finish();

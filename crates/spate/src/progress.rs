@@ -32,7 +32,7 @@ impl Progress {
     /// Show the sender's state.
     pub fn update(&self, s: &Sender) {
         let st = s.stats();
-        self.bar.set_position(st.delivered_bytes);
+        self.bar.set_position(st.delivered_bytes + st.resumed_bytes);
         let retx = if st.data_packets_sent > 0 {
             100.0 * st.retransmitted_packets as f64 / st.data_packets_sent as f64
         } else {

@@ -13,6 +13,8 @@ pub struct Report {
     pub entries: usize,
     /// File bytes delivered.
     pub bytes_delivered: u64,
+    /// File bytes the receiver already held from an interrupted transfer (`--resume`): not sent.
+    pub bytes_resumed: u64,
     /// Seconds from the first packet to the end.
     pub duration_s: f64,
     /// File bytes per second, as Mbit/s.
@@ -40,6 +42,7 @@ impl Report {
         Report {
             entries,
             bytes_delivered: s.delivered_bytes,
+            bytes_resumed: s.resumed_bytes,
             duration_s: r.seconds,
             goodput_mbps: s.delivered_bytes as f64 * 8.0 / r.seconds.max(1e-9) / 1e6,
             data_packets_sent: s.data_packets_sent,
@@ -55,8 +58,13 @@ impl Report {
 
     /// One line for humans.
     pub fn summary(&self) -> String {
+        let resumed = if self.bytes_resumed > 0 {
+            format!(" (+ {} already there)", human_bytes(self.bytes_resumed))
+        } else {
+            String::new()
+        };
         format!(
-            "{} entries, {} in {:.1} s: {} goodput, {:.2} % retransmitted, RTT {:.0} ms (min {:.0}); every file verified (BLAKE3)",
+            "{} entries, {}{resumed} in {:.1} s: {} goodput, {:.2} % retransmitted, RTT {:.0} ms (min {:.0}); every file verified (BLAKE3)",
             self.entries,
             human_bytes(self.bytes_delivered),
             self.duration_s,

@@ -34,6 +34,9 @@ pub struct SendConfig {
     pub connect_timeout: Duration,
     /// Give up after this long without any answer during the transfer.
     pub idle_timeout: Duration,
+    /// Ask the receiver what it already holds from an interrupted transfer and send only the
+    /// rest (spec §8.3).
+    pub resume: bool,
 }
 
 /// A finished (or failed) transfer, as the core counted it.
@@ -64,6 +67,7 @@ pub fn send(
     let clock = Clock::new();
     let mut scfg = SenderConfig::new(cfg.rate);
     scfg.verify = true;
+    scfg.resume = cfg.resume;
     scfg.handshake_timeout = cfg.connect_timeout;
     scfg.idle_timeout = cfg.idle_timeout;
     let datagram = usize::from(scfg.max_datagram);

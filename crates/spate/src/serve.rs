@@ -5,10 +5,18 @@
 //! (verified files; failures, which close the session with the reason), and sends what the
 //! sessions want to send. It then sleeps until a datagram arrives or the earliest session
 //! timer, at most 50 ms.
+//!
+//! A session that resumes (`spate send --resume`) first looks for what is already here —
+//! files in place with the right digest, verified blocks of partial files — on a thread of its
+//! own, since that reads files; the sender waits for the answer. A resuming session takes over
+//! files that an older, still open session is writing (typically one whose sender was killed
+//! and has not timed out yet): the older session is closed and its partial files are kept.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +26,7 @@ use spate_proto::{Instant, Receiver, ReceiverConfig, ReceiverEvent};
 
 use crate::clock::Clock;
 use crate::confine::Root;
-use crate::sink::{Outcome, Sink};
+use crate::sink::{find_held, Held, Outcome, Sink};
 use crate::udp::{RecvBatch, Socket};
 
 /// Sessions served at once; further HELLOs are ignored until one ends (the sender retries).
@@ -37,6 +45,10 @@ pub struct SessionLog {
     pub objects: usize,
     /// Bytes received.
     pub bytes: u64,
+    /// Bytes already here from an earlier, interrupted transfer (not sent again).
+    pub resumed: u64,
+    /// Blocks of partial files that no longer matched their journal (sent again).
+    pub damaged_blocks: u64,
     /// Seconds from HELLO to the end.
     pub seconds: f64,
     /// `None` on success, else why it failed.
@@ -52,6 +64,11 @@ struct Session {
     placed: usize,
     all_received: bool,
     error: Option<String>,
+    /// Resuming: the manifest is here, the search for held data has not started.
+    scan_wanted: bool,
+    /// Resuming: the search for held data is running.
+    scan: Option<mpsc::Receiver<io::Result<Held>>>,
+    damaged_blocks: u64,
 }
 
 /// The receiver daemon: binds `listen` and serves into `root` until `stop` is set.
@@ -90,6 +107,7 @@ impl Server {
             while self.socket.recv(&mut batch)? > 0 {
                 batch.for_each(|from, d| self.on_datagram(now, from, d));
             }
+            self.start_scans();
             let now = self.clock.now();
             let mut next = now + MAX_WAIT;
             let mut ended = Vec::new();
@@ -130,7 +148,11 @@ impl Server {
         if self.sessions.len() >= MAX_SESSIONS {
             return;
         }
-        if let Ok(rx) = Receiver::accept(ReceiverConfig::default(), now, d) {
+        let cfg = ReceiverConfig {
+            resume: true,
+            ..ReceiverConfig::default()
+        };
+        if let Ok(rx) = Receiver::accept(cfg, now, d) {
             let mut s = Session {
                 rx,
                 root: self.root.clone(),
@@ -140,9 +162,52 @@ impl Server {
                 placed: 0,
                 all_received: false,
                 error: None,
+                scan_wanted: false,
+                scan: None,
+                damaged_blocks: 0,
             };
             s.drain_events();
             self.sessions.insert(id, s);
+        }
+    }
+
+    /// Start the search for held data of sessions that resume, after closing older sessions
+    /// writing the same files (so their writers have stopped before the files are read).
+    fn start_scans(&mut self) {
+        let wanted: Vec<u32> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.scan_wanted)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in wanted {
+            let Some(m) = self.sessions[&id].rx.manifest().cloned() else {
+                continue;
+            };
+            let paths: HashSet<&str> = m.entries.iter().map(|e| e.path.as_str()).collect();
+            for (&other, s) in &mut self.sessions {
+                let shares = other != id
+                    && s.rx.manifest().is_some_and(|om| {
+                        om.entries.iter().any(|e| paths.contains(e.path.as_str()))
+                    });
+                if shares {
+                    let msg = "superseded: a newer transfer of the same files started".to_owned();
+                    s.rx.close(CloseCode::Application, &msg);
+                    s.error.get_or_insert(msg);
+                    if let Some(mut sink) = s.sink.take() {
+                        sink.abort(true); // dropping it waits for the writer
+                    }
+                }
+            }
+            let (tx, rx) = mpsc::channel();
+            let root = self.root.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(find_held(&root, &m));
+            });
+            if let Some(s) = self.sessions.get_mut(&id) {
+                s.scan_wanted = false;
+                s.scan = Some(rx);
+            }
         }
     }
 }
@@ -153,6 +218,10 @@ impl Session {
             self.rx.handle_timeout(now);
         }
         self.drain_events();
+        if let Some(found) = self.scan.as_ref().and_then(|r| r.try_recv().ok()) {
+            self.scan = None;
+            self.on_held(now, found);
+        }
         while let Some(o) = self.sink.as_mut().and_then(Sink::poll) {
             match o {
                 Outcome::Done(_) => self.placed += 1,
@@ -175,19 +244,10 @@ impl Session {
     fn drain_events(&mut self) {
         while let Some(e) = self.rx.poll_event() {
             match e {
-                ReceiverEvent::ManifestReady => {
-                    let Some(m) = self.rx.manifest() else {
-                        continue;
-                    };
-                    match Sink::start(self.root.clone(), m) {
-                        Ok(sink) => self.sink = Some(sink),
-                        Err(e) => {
-                            let msg = format!("refused: {e}");
-                            self.rx.close(CloseCode::Refused, &msg);
-                            self.error.get_or_insert(msg);
-                        }
-                    }
+                ReceiverEvent::ManifestReady if self.rx.wants_resume() => {
+                    self.scan_wanted = true;
                 }
+                ReceiverEvent::ManifestReady => self.start_sink(Held::default()),
                 ReceiverEvent::ObjectComplete(o) => {
                     if let Some(s) = self.sink.as_mut() {
                         s.finish(o);
@@ -195,12 +255,50 @@ impl Session {
                 }
                 ReceiverEvent::Complete => self.all_received = true,
                 ReceiverEvent::Failed(err) => {
+                    let keep = self.rx.resumes();
                     if let Some(s) = self.sink.as_mut() {
-                        s.abort();
+                        s.abort(keep);
                     }
                     self.error.get_or_insert(err.to_string());
                 }
             }
+        }
+    }
+
+    fn start_sink(&mut self, held: Held) {
+        let Some(m) = self.rx.manifest() else {
+            return;
+        };
+        match Sink::start(self.root.clone(), m, held) {
+            Ok(sink) => self.sink = Some(sink),
+            Err(e) => {
+                let msg = format!("refused: {e}");
+                self.rx.close(CloseCode::Refused, &msg);
+                self.error.get_or_insert(msg);
+            }
+        }
+    }
+
+    /// The search for held data finished: start writing, and tell the sender what to skip.
+    fn on_held(&mut self, now: Instant, found: io::Result<Held>) {
+        let (held, ranges) = match (found, self.rx.manifest()) {
+            (Ok(h), Some(m)) => {
+                let r = h.ranges(m);
+                (h, r)
+            }
+            (Err(e), _) => {
+                let msg = format!("refused: cannot look for earlier data: {e}");
+                self.rx.close(CloseCode::Refused, &msg);
+                self.error.get_or_insert(msg);
+                return;
+            }
+            (Ok(_), None) => return,
+        };
+        self.damaged_blocks = held.damaged_blocks;
+        self.start_sink(held);
+        if self.sink.is_some() {
+            self.rx.resume(now, ranges);
+            self.drain_events();
         }
     }
 
@@ -210,6 +308,8 @@ impl Session {
             peer: self.peer,
             objects: self.placed,
             bytes: self.rx.stats().delivered_bytes,
+            resumed: self.rx.stats().resumed_bytes,
+            damaged_blocks: self.damaged_blocks,
             seconds: now.saturating_since(self.started).as_secs_f64(),
             error: self.error.clone(),
         }

@@ -11,19 +11,29 @@
 //!
 //! The network thread coalesces contiguous chunks into 256 KiB buffers; buffers come back
 //! through the result channel and are reused.
+//!
+//! **Resume.** Beside each temporary file the writer keeps a journal of the 1 MiB blocks
+//! written and their digests (`journal.rs`). A session that resumes ([`find_held`]) reuses the
+//! blocks of a partial file that still match its journal and files already in place with the
+//! right digest; everything else is written again. A reused partial file is not sparse-fresh,
+//! so its zero chunks are written. On failure a resuming session keeps its partial files and
+//! journals for the next attempt; other sessions remove them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::ops::Range;
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
-use spate_proto::{EntryKind, Manifest};
+use spate_proto::ranges::RangeSet;
+use spate_proto::{Entry, EntryKind, Manifest};
 
 use crate::confine::Root;
+use crate::journal::{self, Journal, BLOCK};
 use crate::scan::digest_reader;
 
 /// Size of a write buffer: 256 KiB (181 chunks), large sequential writes.
@@ -39,7 +49,87 @@ enum Job {
         len: usize,
     },
     Finish(u32),
-    Abort,
+    /// The session failed: remove temporary files, or keep them (with their journals) for a
+    /// resume.
+    Abort {
+        keep: bool,
+    },
+}
+
+/// What a resuming receiver already holds, found by [`find_held`].
+#[derive(Debug, Default)]
+pub struct Held {
+    /// Objects whose final file is in place with the manifest's digest.
+    pub in_place: HashSet<u32>,
+    /// Objects with a usable partial file: its verified blocks (index, digest).
+    pub partial: HashMap<u32, Vec<(u64, [u8; 32])>>,
+    /// Journaled blocks whose bytes no longer matched (to be sent again).
+    pub damaged_blocks: u64,
+}
+
+impl Held {
+    /// The held bytes as (object, range) pairs, for the protocol's HAVE.
+    pub fn ranges(&self, manifest: &Manifest) -> Vec<(u32, Range<u64>)> {
+        let mut out = Vec::new();
+        for &o in &self.in_place {
+            if let Some(e) = manifest.entries.get(o as usize - 1) {
+                out.push((o, 0..e.size));
+            }
+        }
+        for (&o, blocks) in &self.partial {
+            let Some(e) = manifest.entries.get(o as usize - 1) else {
+                continue;
+            };
+            for &(i, _) in blocks {
+                out.push((o, journal::block_range(i, e.size)));
+            }
+        }
+        out
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self, manifest: &Manifest) -> u64 {
+        self.ranges(manifest)
+            .iter()
+            .map(|(_, r)| r.end - r.start)
+            .sum()
+    }
+}
+
+/// Find what is already below `root` for `manifest`: final files with the right digest, and
+/// partial files whose journaled blocks still match. Reads (and hashes) those files: run it
+/// off the network thread.
+pub fn find_held(root: &Root, manifest: &Manifest) -> io::Result<Held> {
+    let mut held = Held::default();
+    for (i, e) in manifest.entries.iter().enumerate() {
+        let object = i as u32 + 1;
+        if e.kind != EntryKind::File || e.size == 0 {
+            continue;
+        }
+        let target = root.prepare(&e.path)?;
+        if in_place(&target, e) {
+            held.in_place.insert(object);
+            continue;
+        }
+        if let Some(s) = journal::salvage(&target, e) {
+            held.damaged_blocks += s.damaged;
+            if !s.good.is_empty() {
+                held.partial.insert(object, s.good);
+            }
+        }
+    }
+    Ok(held)
+}
+
+/// A regular file of the entry's size and digest is already at `target`.
+fn in_place(target: &std::path::Path, e: &Entry) -> bool {
+    let (Ok(m), Some(want)) = (fs::symlink_metadata(target), e.digest) else {
+        return false;
+    };
+    if !m.is_file() || m.len() != e.size {
+        return false;
+    }
+    crate::scan::digest_file(target, &mut |_| {}).is_ok_and(|(got, _)| got == want)
 }
 
 /// What the writer reports back.
@@ -67,8 +157,9 @@ pub struct Sink {
 }
 
 impl Sink {
-    /// Start a writer for `manifest` below `root`. Fails if any path would leave the root.
-    pub fn start(root: Root, manifest: &Manifest) -> io::Result<Sink> {
+    /// Start a writer for `manifest` below `root`, reusing what `held` lists (from
+    /// [`find_held`]; empty for a fresh transfer). Fails if any path would leave the root.
+    pub fn start(root: Root, manifest: &Manifest, held: Held) -> io::Result<Sink> {
         let mut targets = Vec::with_capacity(manifest.entries.len());
         for e in &manifest.entries {
             targets.push(root.prepare(&e.path)?);
@@ -78,7 +169,7 @@ impl Sink {
         let m = manifest.clone();
         let thread = std::thread::Builder::new()
             .name("spate-writer".into())
-            .spawn(move || Writer::new(m, targets, back_tx).run(jobs_rx))?;
+            .spawn(move || Writer::new(m, targets, held, back_tx).run(jobs_rx))?;
         Ok(Sink {
             jobs,
             back,
@@ -138,10 +229,14 @@ impl Sink {
         }
     }
 
-    /// The session failed: remove temporary files. Finished files stay.
-    pub fn abort(&mut self) {
+    /// The session failed. Finished files stay; temporary files are removed, or with `keep`
+    /// kept with their journals for a resume (the bytes queued so far are written first).
+    pub fn abort(&mut self, keep: bool) {
+        if keep {
+            self.flush();
+        }
         self.cur = None;
-        let _ = self.jobs.send(Job::Abort);
+        let _ = self.jobs.send(Job::Abort { keep });
     }
 }
 
@@ -159,23 +254,39 @@ struct Writer {
     manifest: Manifest,
     targets: Vec<PathBuf>,
     back: SyncSender<Back>,
-    open: HashMap<u32, File>,
+    open: HashMap<u32, Open>,
+    held: Held,
     failed: bool,
+    scratch: Vec<u8>,
+}
+
+/// A temporary file being written.
+struct Open {
+    file: File,
+    /// Created empty (sparse) in this session: zero chunks need not be written.
+    fresh: bool,
+    /// Bytes written, including reused blocks.
+    written: RangeSet,
+    /// Blocks already in the journal.
+    journaled: Vec<bool>,
+    /// None for files of one block or less: their only block completes with the file.
+    journal: Option<Journal>,
 }
 
 fn temp_path(target: &std::path::Path) -> PathBuf {
-    let name = target.file_name().unwrap_or_default().to_string_lossy();
-    target.with_file_name(format!(".{name}.spate-part"))
+    journal::part_path(target)
 }
 
 impl Writer {
-    fn new(manifest: Manifest, targets: Vec<PathBuf>, back: SyncSender<Back>) -> Self {
+    fn new(manifest: Manifest, targets: Vec<PathBuf>, held: Held, back: SyncSender<Back>) -> Self {
         Writer {
             manifest,
             targets,
             back,
             open: HashMap::new(),
+            held,
             failed: false,
+            scratch: Vec::new(),
         }
     }
 
@@ -202,7 +313,8 @@ impl Writer {
                     Err(e) => self.fail(object, "finishing", &e),
                 },
                 Job::Finish(_) => {}
-                Job::Abort => self.remove_temporaries(),
+                Job::Abort { keep: false } => self.remove_temporaries(),
+                Job::Abort { keep: true } => self.open.clear(),
             }
         }
     }
@@ -215,29 +327,72 @@ impl Writer {
         Ok((&self.manifest.entries[i], &self.targets[i]))
     }
 
-    fn file(&mut self, object: u32) -> io::Result<&File> {
+    fn file(&mut self, object: u32) -> io::Result<&mut Open> {
         if !self.open.contains_key(&object) {
             let (e, target) = self.entry(object)?;
-            let size = e.size;
-            let f = OpenOptions::new()
+            let (entry, target) = (e.clone(), target.clone());
+            let reuse = self.held.partial.remove(&object).unwrap_or_default();
+            let fresh = reuse.is_empty();
+            let file = OpenOptions::new()
                 .read(true)
                 .write(true)
                 .create(true)
-                .truncate(true)
-                .open(temp_path(target))?;
-            f.set_len(size)?;
-            self.open.insert(object, f);
+                .truncate(fresh)
+                .open(temp_path(&target))?;
+            file.set_len(entry.size)?;
+            let blocks = entry.size.div_ceil(BLOCK) as usize;
+            let mut open = Open {
+                file,
+                fresh,
+                written: RangeSet::new(),
+                journaled: vec![false; blocks],
+                journal: if entry.size > BLOCK {
+                    Some(Journal::create(
+                        &journal::journal_path(&target),
+                        &entry,
+                        &reuse,
+                    )?)
+                } else {
+                    None
+                },
+            };
+            for &(i, _) in &reuse {
+                open.written.insert(journal::block_range(i, entry.size));
+                if let Some(j) = open.journaled.get_mut(i as usize) {
+                    *j = true;
+                }
+            }
+            self.open.insert(object, open);
         }
-        Ok(&self.open[&object])
+        Ok(self.open.get_mut(&object).expect("inserted above"))
     }
 
     fn write(&mut self, object: u32, offset: u64, bytes: &[u8]) -> io::Result<()> {
-        let f = self.file(object)?;
-        // The file was created sparse: zeros need not be written.
-        if bytes.iter().all(|&b| b == 0) {
+        let size = self.entry(object)?.0.size;
+        self.file(object)?;
+        let (Some(open), scratch) = (self.open.get_mut(&object), &mut self.scratch) else {
             return Ok(());
+        };
+        // A file created sparse in this session reads zeros where nothing was written.
+        if !(open.fresh && bytes.iter().all(|&b| b == 0)) {
+            open.file.write_all_at(bytes, offset)?;
         }
-        f.write_all_at(bytes, offset)
+        let end = offset + bytes.len() as u64;
+        open.written.insert(offset..end);
+        let Some(journal) = open.journal.as_mut() else {
+            return Ok(());
+        };
+        // Journal the blocks this write completed.
+        for i in offset / BLOCK..end.div_ceil(BLOCK) {
+            let done = open.journaled.get(i as usize) == Some(&false)
+                && open.written.contains_range(journal::block_range(i, size));
+            if done {
+                let h = journal::hash_block(&open.file, i, size, scratch)?;
+                journal.append(i, &h)?;
+                open.journaled[i as usize] = true;
+            }
+        }
+        Ok(())
     }
 
     fn finish(&mut self, object: u32) -> io::Result<()> {
@@ -260,23 +415,26 @@ impl Writer {
             }
             return Ok(());
         }
+        if self.held.in_place.contains(&object) {
+            return Ok(()); // already there with the right digest
+        }
         self.file(object)?;
-        let f = self.open.remove(&object).expect("opened above");
+        let f = self.open.remove(&object).expect("opened above").file;
         let tmp = temp_path(&target);
         if let Some(want) = digest {
             let mut r = io::BufReader::with_capacity(1 << 20, &f);
             let (got, _) = digest_reader(&mut r, &mut |_| {})?;
             if got != want {
                 drop(f);
-                let _ = fs::remove_file(&tmp);
+                journal::discard(&target);
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!(
                         "digest mismatch for '{path}': the bytes received differ from the \
                          sender's file (BLAKE3 {} expected, {} received); nothing was put in \
                          place — send it again",
-                        hex(&want[..8]),
-                        hex(&got[..8])
+                        journal::hex(&want[..8]),
+                        journal::hex(&got[..8])
                     ),
                 ));
             }
@@ -300,7 +458,9 @@ impl Writer {
                 target.display()
             )));
         }
-        fs::rename(&tmp, &target)
+        fs::rename(&tmp, &target)?;
+        let _ = fs::remove_file(journal::journal_path(&target));
+        Ok(())
     }
 
     fn fail(&mut self, object: u32, doing: &str, e: &io::Error) {
@@ -324,12 +484,8 @@ impl Writer {
         for (object, f) in std::mem::take(&mut self.open) {
             drop(f);
             if let Ok((_, t)) = self.entry(object) {
-                let _ = fs::remove_file(temp_path(t));
+                journal::discard(t);
             }
         }
     }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -60,6 +60,7 @@ fn config(addr: SocketAddr) -> SendConfig {
         },
         connect_timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(20),
+        resume: false,
     }
 }
 

@@ -10,8 +10,10 @@
 //! |---|---|
 //! | `mod.rs` | state, construction, incoming packets, timers |
 //! | `report.rs` | when to send FEEDBACK and what it says |
+//! | `resume.rs` | telling a resuming sender what is already here (HAVE) |
 
 mod report;
+mod resume;
 
 use core::ops::Range;
 use core::time::Duration;
@@ -49,6 +51,8 @@ pub struct ReceiverStats {
     pub spurious_retransmissions: u64,
     /// Object bytes delivered to the application (each byte once).
     pub delivered_bytes: u64,
+    /// Object bytes the application already held from an earlier session ([`Receiver::resume`]).
+    pub resumed_bytes: u64,
     /// FEEDBACK packets sent.
     pub feedback_sent: u64,
     /// Datagram bytes of all packets sent to the sender (FEEDBACK, ACCEPT, CLOSE).
@@ -103,6 +107,7 @@ pub struct Receiver {
     /// The sender asked for verification (HELLO flag VERIFY): COMPLETE waits for
     /// [`Receiver::confirm`].
     verify: bool,
+    resume: resume::Resume,
 
     events: VecDeque<ReceiverEvent>,
     stats: ReceiverStats,
@@ -125,6 +130,9 @@ impl Receiver {
         };
         let mut r = Receiver::new(cfg, parsed.header.session, now, &hello);
         r.verify = parsed.header.flags & wire::HELLO_VERIFY != 0;
+        if parsed.header.flags & wire::HELLO_RESUME != 0 && r.cfg.resume {
+            r.resume = resume::Resume::Offered;
+        }
         r.on_packet(now, parsed.header.pn, true);
         if r.phase == Phase::Ended {
             return Ok(r);
@@ -167,6 +175,7 @@ impl Receiver {
             close_pending: None,
             next_pn: 0,
             verify: false,
+            resume: resume::Resume::Off,
             events: VecDeque::new(),
             stats: ReceiverStats::default(),
             cfg,
@@ -289,6 +298,7 @@ impl Receiver {
             }
             Packet::Ping => {
                 self.on_packet(now, h.pn, true);
+                self.on_ping_resume();
                 Ok(None)
             }
             Packet::Data(d) => self.on_data(now, h.pn, len, &d),
@@ -307,6 +317,7 @@ impl Receiver {
             }
             Packet::Accept(_) => Err(DropReason::Unexpected("ACCEPT")),
             Packet::Feedback(_) => Err(DropReason::Unexpected("FEEDBACK")),
+            Packet::Have(_) => Err(DropReason::Unexpected("HAVE")),
         }
     }
 
@@ -355,6 +366,7 @@ impl Receiver {
             return Ok(None);
         }
         self.stats.delivered_bytes += new;
+        self.on_file_data_resume();
         self.after_object_bytes(d.object);
         Ok(Some(DataChunk {
             object: d.object,

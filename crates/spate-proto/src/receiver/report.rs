@@ -16,7 +16,8 @@ use crate::event::{ReceiverEvent, SessionError};
 use crate::sender::Transmit;
 use crate::time::Instant;
 use crate::wire::{
-    Accept, Close, CloseCode, FeedbackFlags, FeedbackRepr, Header, PacketType, MAX_PACKET_NUMBER,
+    Accept, Close, CloseCode, FeedbackFlags, FeedbackRepr, Header, PacketType, ACCEPT_RESUME,
+    MAX_PACKET_NUMBER,
 };
 
 /// How many consecutive reports repeat each received range. 8: with independent loss, losing
@@ -58,6 +59,8 @@ impl Receiver {
         } else if self.accepts_owed > 0 {
             self.accepts_owed -= 1;
             self.write_accept(buf)?
+        } else if self.have_owed() && self.phase != Phase::Ended {
+            self.write_have(buf)?
         } else if self.phase != Phase::Ended && self.feedback_due.is_some_and(|t| t <= now) {
             self.write_feedback(now, buf)?
         } else {
@@ -74,7 +77,7 @@ impl Receiver {
     /// When [`handle_timeout`](Self::handle_timeout) or `poll_transmit` must next be called.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.close_pending.is_some() || self.accepts_owed > 0 {
+        if self.close_pending.is_some() || self.accepts_owed > 0 || self.have_owed() {
             return Some(Instant::ZERO);
         }
         let limit = match self.phase {
@@ -102,7 +105,7 @@ impl Receiver {
         }
     }
 
-    fn header(&mut self, ty: PacketType, flags: u8) -> Header {
+    pub(super) fn header(&mut self, ty: PacketType, flags: u8) -> Header {
         let pn = self.next_pn.min(MAX_PACKET_NUMBER);
         self.next_pn += 1;
         Header {
@@ -122,7 +125,12 @@ impl Receiver {
     }
 
     fn write_accept(&mut self, buf: &mut [u8]) -> Option<usize> {
-        let h = self.header(PacketType::Accept, 0);
+        let flags = if self.resume == super::resume::Resume::Off {
+            0
+        } else {
+            ACCEPT_RESUME
+        };
+        let h = self.header(PacketType::Accept, flags);
         let mut w = Writer::new(buf);
         h.encode(&mut w).ok()?;
         let idle_timeout_ms = (self.cfg.idle_timeout.as_millis() as u64).max(1);

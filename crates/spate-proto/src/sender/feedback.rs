@@ -16,13 +16,14 @@ use crate::cc::{RateControl, RateSample};
 use crate::event::{DropReason, SenderEvent};
 use crate::recovery::{AckOutcome, SentKind};
 use crate::time::Instant;
-use crate::wire::{Accept, Feedback, FeedbackFlags, WireError};
+use crate::wire::{Accept, Feedback, FeedbackFlags, WireError, ACCEPT_RESUME};
 
 impl Sender {
-    pub(super) fn on_accept(&mut self, now: Instant, a: Accept) {
+    pub(super) fn on_accept(&mut self, now: Instant, flags: u8, a: Accept) {
         if self.phase != Phase::Handshake {
             return;
         }
+        self.have_pending = self.cfg.resume && flags & ACCEPT_RESUME != 0;
         self.datagram = self.datagram.min(usize::from(a.max_datagram));
         self.phase = Phase::Transfer;
         self.last_feedback_at = now;

@@ -20,8 +20,10 @@
 //! | `mod.rs` | state, construction, timers, events |
 //! | `transmit.rs` | choosing and writing the next packets |
 //! | `feedback.rs` | applying ACCEPT, FEEDBACK and CLOSE |
+//! | `resume.rs` | waiting for HAVE and skipping what the receiver holds |
 
 mod feedback;
+mod resume;
 mod transmit;
 
 use core::time::Duration;
@@ -95,6 +97,8 @@ pub struct SenderStats {
     pub feedback_received: u64,
     /// Object bytes known delivered.
     pub delivered_bytes: u64,
+    /// Object bytes the receiver already held from an earlier session (never sent).
+    pub resumed_bytes: u64,
     /// Datagrams dropped as malformed or unexpected.
     pub dropped_packets: u64,
 }
@@ -159,6 +163,8 @@ pub struct Sender {
     lost_unreported: u64,
     /// A FEEDBACK with COMPLETE arrived (what ends a session that asked for verification).
     complete_seen: bool,
+    /// Resuming: the receiver offered it and its HAVE has not arrived yet (file data waits).
+    have_pending: bool,
 }
 
 impl Sender {
@@ -213,6 +219,7 @@ impl Sender {
             lost_scratch: Vec::new(),
             lost_unreported: 0,
             complete_seen: false,
+            have_pending: false,
             cfg,
         };
         s.prefix_len = s.hello_prefix_len();
@@ -304,9 +311,10 @@ impl Sender {
         }
         match parsed.packet {
             Packet::Accept(a) => {
-                self.on_accept(now, a);
+                self.on_accept(now, parsed.header.flags, a);
                 Ok(())
             }
+            Packet::Have(h) => self.on_have(&h),
             Packet::Feedback(f) => self.on_feedback(now, parsed.header.flags, &f),
             Packet::Close(c) => {
                 self.on_close(c.code, c.reason_lossy());
@@ -391,10 +399,11 @@ impl Sender {
     /// When the next probe is due: after one probe timeout of silence since the last send while
     /// packets are in flight, then at doubling intervals capped at [`MAX_PROBE_INTERVAL`].
     fn probe_at(&self) -> Option<Instant> {
-        if self.awaiting_verdict() {
-            // Every byte is delivered; PING at the probe cadence until the receiver's
-            // application has verified the data (each PING is answered, so the session
-            // stays alive however long the check takes).
+        if self.waiting_for_receiver() {
+            // Every byte is delivered and the receiver's application is verifying it, or the
+            // manifest is and its application is finding what it holds: PING at the probe
+            // cadence (each PING is answered, so the session stays alive however long that
+            // takes).
             return Some(self.last_sent_at.max(self.last_feedback_at) + MAX_PROBE_INTERVAL);
         }
         if self.ledger.in_flight_bytes() == 0 && self.probe_count == 0 {
@@ -426,6 +435,17 @@ impl Sender {
         self.cfg.verify && self.objects_remaining == 0 && !self.complete_seen
     }
 
+    /// The receiver's application has the next move: a verdict, or the HAVE of a resume.
+    fn waiting_for_receiver(&self) -> bool {
+        self.awaiting_verdict()
+            || (self.have_pending && self.object_done[0] && self.ledger.in_flight_bytes() == 0)
+    }
+
+    /// Object bytes per DATA packet at the current datagram size.
+    fn chunk_payload(&self) -> u64 {
+        (self.datagram - wire::DATA_OVERHEAD) as u64
+    }
+
     fn fail(&mut self, err: SessionError, code: CloseCode, reason: &str) {
         self.phase = Phase::Ended;
         self.close_pending = Some((code, reason.to_owned()));
@@ -452,7 +472,11 @@ impl Sender {
         };
         let end = range.end.min(self.sizes[o]);
         let new = set.insert(range.start..end);
-        if o != 0 {
+        if o != 0 && self.have_pending {
+            // No file data was sent yet: the receiver held these bytes from before (they come
+            // from its HAVE or from a watermark that already covers them).
+            self.stats.resumed_bytes += new;
+        } else if o != 0 {
             self.stats.delivered_bytes += new;
         }
         if !self.object_done[o] && set.covered() == self.sizes[o] {

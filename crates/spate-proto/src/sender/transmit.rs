@@ -7,7 +7,8 @@
 //!    PING if nothing is in flight;
 //! 4. subject to pacing and the in-flight bound, and not while the path is silent:
 //!    retransmissions of lost chunks, oldest loss first; then new data in object order. File
-//!    data waits until the manifest (object 0) is fully acknowledged.
+//!    data waits until the manifest (object 0) is fully acknowledged and, when resuming, until
+//!    the receiver's HAVE arrived; chunks the receiver holds entirely are skipped.
 //!
 //! > §6.4: A retransmission carries the same object bytes in a new packet with a new packet
 //! > number and the RETRANSMISSION flag. A sender never retransmits bytes it knows were
@@ -21,7 +22,7 @@ use crate::recovery::{Chunk, SentKind};
 use crate::time::Instant;
 use crate::wire::{
     Close, CloseCode, Data, DataFlags, Header, Hello, PacketType, CIPHER_NONE, DATA_OVERHEAD,
-    HEADER_LEN, HELLO_VERIFY, IP_UDP_OVERHEAD, MAX_PACKET_NUMBER,
+    HEADER_LEN, HELLO_RESUME, HELLO_VERIFY, IP_UDP_OVERHEAD, MAX_PACKET_NUMBER,
 };
 
 impl Sender {
@@ -128,7 +129,8 @@ impl Sender {
         let pn = self.take_pn()?;
         let hello = self.hello(&self.manifest_bytes[..self.prefix_len]);
         let mut w = Writer::new(buf);
-        let flags = if self.cfg.verify { HELLO_VERIFY } else { 0 };
+        let flags = if self.cfg.verify { HELLO_VERIFY } else { 0 }
+            | if self.cfg.resume { HELLO_RESUME } else { 0 };
         self.header(PacketType::Hello, flags, pn)
             .encode(&mut w)
             .ok()?;
@@ -245,15 +247,15 @@ impl Sender {
                 return Some((c, true));
             }
         }
-        let payload = (self.datagram - DATA_OVERHEAD) as u64;
+        let payload = self.chunk_payload();
         loop {
             let (object, offset) = self.cursor;
             let o = object as usize;
             if o >= self.sizes.len() {
                 return None;
             }
-            if o > 0 && !self.object_done[0] {
-                return None; // file data waits for the manifest
+            if o > 0 && (!self.object_done[0] || self.have_pending) {
+                return None; // file data waits for the manifest (and a resume's HAVE)
             }
             if offset >= self.sizes[o] {
                 self.cursor = (object + 1, 0);
@@ -261,6 +263,9 @@ impl Sender {
             }
             let len = payload.min(self.sizes[o] - offset) as u32;
             self.cursor.1 += u64::from(len);
+            if self.stats.resumed_bytes > 0 {
+                self.skip_held();
+            }
             return Some((
                 Chunk {
                     object,
@@ -328,6 +333,6 @@ impl Sender {
         if self.cursor.0 == 0 && self.cursor.1 < self.sizes[0] {
             return true;
         }
-        self.object_done[0] && self.cursor < self.data_end
+        self.object_done[0] && !self.have_pending && self.cursor < self.data_end
     }
 }

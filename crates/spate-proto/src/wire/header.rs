@@ -44,6 +44,8 @@ pub enum PacketType {
     Feedback = 5,
     /// Either direction: the session ends.
     Close = 6,
+    /// Receiver → sender: bytes it already holds from an earlier session (resume).
+    Have = 8,
 }
 
 impl PacketType {
@@ -55,7 +57,8 @@ impl PacketType {
             4 => PacketType::Ping,
             5 => PacketType::Feedback,
             6 => PacketType::Close,
-            // 7 is reserved for REPAIR (coded symbols, spec §8.1); 0 and 8–15 are unassigned.
+            8 => PacketType::Have,
+            // 7 is reserved for REPAIR (coded symbols, spec §8.1); 0 and 9–15 are unassigned.
             other => return Err(WireError::UnknownType(other)),
         })
     }

@@ -35,6 +35,15 @@ pub const CIPHER_NONE: u8 = 0;
 /// data (spec §4.1, §6.8).
 pub const HELLO_VERIFY: u8 = 0x1;
 
+/// HELLO flag: the sender resumes an interrupted transfer and will skip the bytes the receiver
+/// reports holding in a HAVE (spec §4.1, §8.3).
+pub const HELLO_RESUME: u8 = 0x2;
+
+/// ACCEPT flag: the receiver will send a HAVE once the manifest is complete; a sender that
+/// asked to resume waits for it before sending file data (spec §4.2, §8.3). Without it the
+/// sender sends everything.
+pub const ACCEPT_RESUME: u8 = 0x1;
+
 /// HELLO body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hello<'a> {

@@ -13,18 +13,21 @@
 //! | `data.rs` | DATA, PING |
 //! | `feedback.rs` | FEEDBACK (received ranges, timestamps, watermark) |
 //! | `close.rs` | CLOSE |
+//! | `have.rs` | HAVE (bytes a resuming receiver holds) |
 
 mod close;
 mod data;
 mod feedback;
+mod have;
 mod header;
 mod hello;
 
 pub use close::{Close, CloseCode};
 pub use data::{Data, DataFlags, DATA_OVERHEAD};
 pub use feedback::{AckRanges, Feedback, FeedbackFlags, FeedbackRepr};
+pub use have::{Have, HaveEntry};
 pub use header::{Header, PacketType, HEADER_LEN, MAX_PACKET_NUMBER, VERSION};
-pub use hello::{Accept, Hello, CIPHER_NONE, HELLO_VERIFY};
+pub use hello::{Accept, Hello, ACCEPT_RESUME, CIPHER_NONE, HELLO_RESUME, HELLO_VERIFY};
 
 use crate::codec::Reader;
 
@@ -75,6 +78,8 @@ pub enum Packet<'a> {
     Feedback(Feedback<'a>),
     /// End of session.
     Close(Close<'a>),
+    /// Bytes a resuming receiver already holds.
+    Have(Have<'a>),
 }
 
 /// A parsed datagram: its header and its validated body.
@@ -97,6 +102,7 @@ pub fn parse(datagram: &[u8]) -> Result<Parsed<'_>, WireError> {
         PacketType::Ping => Packet::Ping,
         PacketType::Feedback => Packet::Feedback(Feedback::decode(&mut r)?),
         PacketType::Close => Packet::Close(Close::decode(&mut r)?),
+        PacketType::Have => Packet::Have(Have::decode(&mut r)?),
     };
     Ok(Parsed { header, packet })
 }

@@ -188,3 +188,43 @@ proptest! {
         let _ = crate::manifest::Manifest::decode(&bytes);
     }
 }
+
+#[test]
+fn have_round_trips_and_rejects_bad_entries() {
+    use super::{Have, HaveEntry};
+    let entries = [
+        HaveEntry::Range {
+            object: 1,
+            offset: 0,
+            len: 60_000,
+        },
+        HaveEntry::Range {
+            object: 1,
+            offset: 80_000,
+            len: 10_000,
+        },
+        HaveEntry::Whole { first: 2, count: 3 },
+        HaveEntry::Range {
+            object: 9,
+            offset: 5,
+            len: 1,
+        },
+    ];
+    let mut buf = [0u8; 64];
+    let mut w = Writer::new(&mut buf);
+    Have::encode(&entries, &mut w).unwrap();
+    let n = w.len();
+    let mut r = crate::codec::Reader::new(&buf[..n]);
+    let h = Have::decode(&mut r).unwrap();
+    assert_eq!(h.entries().collect::<Vec<_>>(), entries);
+    // Trailing bytes, object 0 and empty ranges are refused.
+    let mut r = crate::codec::Reader::new(&buf[..n + 1]);
+    assert!(Have::decode(&mut r).is_err());
+    for bad in [&[1u8, 0, 1][..], &[1, 1, 0, 0, 0], &[2, 1, 1]] {
+        let mut r = crate::codec::Reader::new(bad);
+        assert!(Have::decode(&mut r).is_err(), "{bad:?}");
+    }
+    // Out of order entries cannot be written.
+    let mut w = Writer::new(&mut buf);
+    assert!(Have::encode(&[entries[2], entries[0]], &mut w).is_err());
+}
