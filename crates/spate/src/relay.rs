@@ -140,8 +140,8 @@ fn run(
     let mut batch = RecvBatch::default();
     let mut seq = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        let now = clock.now();
         while socket.recv(&mut batch)? > 0 {
+            let now = clock.now();
             batch.for_each(|from, d| {
                 let to_server = from != server;
                 if to_server {

@@ -1,7 +1,7 @@
 //! The sending event loop.
 //!
 //! Each iteration: receive and hand feedback to the session, run its timers, send what it
-//! releases (paced by the core; each `poll_transmit` fills a buffer with up to 64 datagrams
+//! releases (paced by the core; each `poll_transmit` fills a buffer with up to 44 datagrams
 //! sent with one GSO system call), report progress every 100 ms, and sleep until the core's
 //! next deadline or a datagram. A send the kernel refuses for lack of buffer space is kept
 //! and retried when the socket is writable, never dropped.
@@ -11,15 +11,20 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use spate_proto::{Instant, RateConfig, Sender, SenderConfig, SenderEvent, SessionError};
+use spate_proto::{
+    Instant, Manifest, RateConfig, Sender, SenderConfig, SenderEvent, SessionError, Source,
+};
 
 use crate::clock::Clock;
 use crate::scan::Plan;
 use crate::source::FileSource;
 use crate::udp::{RecvBatch, Socket};
 
-/// Datagrams per send call at most (the kernel's GSO limit is 64).
+/// Datagrams per send call at most (the kernel's GSO limit is 64 segments and 65 507 bytes:
+/// 44 datagrams of 1472 bytes, see [`Socket::max_batch`]).
 const BATCH: usize = 64;
+/// Longest time between looks at the socket for feedback while the loop does not sleep.
+const RECV_CHECK: Duration = Duration::from_micros(200);
 /// How often the progress callback runs.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
@@ -53,8 +58,16 @@ pub struct SendResult {
 }
 
 /// Send `plan` as configured; `progress(sender)` is called every 100 ms.
-pub fn send(
-    plan: &Plan,
+pub fn send(plan: &Plan, cfg: &SendConfig, progress: impl FnMut(&Sender)) -> Result<SendResult> {
+    let sizes = plan.manifest.entries.iter().map(|e| e.size).collect();
+    let mut source = FileSource::new(plan.sources.clone(), sizes);
+    send_with(&plan.manifest, &mut source, cfg, progress)
+}
+
+/// Send the objects of `manifest`, read from `source` (files, or memory for benchmarks).
+pub fn send_with(
+    manifest: &Manifest,
+    source: &mut impl Source,
     cfg: &SendConfig,
     mut progress: impl FnMut(&Sender),
 ) -> Result<SendResult> {
@@ -72,25 +85,30 @@ pub fn send(
     scfg.idle_timeout = cfg.idle_timeout;
     let datagram = usize::from(scfg.max_datagram);
     let session = random_session_id();
-    let mut sender = Sender::new(scfg, session, &plan.manifest, clock.now())
+    let mut sender = Sender::new(scfg, session, manifest, clock.now())
         .map_err(|e| anyhow::anyhow!("cannot send these files: {e}"))?;
-    let sizes = plan.manifest.entries.iter().map(|e| e.size).collect();
-    let mut source = FileSource::new(plan.sources.clone(), sizes);
-    let segments = socket.max_gso_segments().clamp(1, BATCH);
+    let segments = socket.max_batch(datagram).min(BATCH);
     let mut buf = vec![0u8; segments * datagram];
     let mut pending: Option<(usize, usize)> = None;
     let mut batch = RecvBatch::default();
     let mut last_progress = Instant::ZERO;
     let mut failure: Option<SessionError> = None;
 
+    // Whether the socket may hold feedback: known after a sleep; otherwise it is looked at no
+    // more than every RECV_CHECK (an empty recvmmsg per loop was 40 % of all system calls).
+    let mut readable = true;
+    let mut last_recv = Instant::ZERO;
     loop {
-        let now = clock.now();
-        while socket.recv(&mut batch)? > 0 {
-            // Any source: the core keeps only this session's packets (by session id), and a
-            // server with several addresses may answer from another one.
-            batch.for_each(|_, d| {
-                let _ = sender.handle_datagram(now, d);
-            });
+        if readable || clock.now().saturating_since(last_recv) >= RECV_CHECK {
+            last_recv = clock.now();
+            while socket.recv(&mut batch)? > 0 {
+                let now = clock.now();
+                // Any source: the core keeps only this session's packets (by session id), and
+                // a server with several addresses may answer from another one.
+                batch.for_each(|_, d| {
+                    let _ = sender.handle_datagram(now, d);
+                });
+            }
         }
         let now = clock.now();
         if sender.poll_timeout().is_some_and(|t| t <= now) {
@@ -100,7 +118,7 @@ pub fn send(
         loop {
             let (len, seg) = match pending.take() {
                 Some(p) => p,
-                None => match sender.poll_transmit(now, &mut buf, &mut source) {
+                None => match sender.poll_transmit(now, &mut buf, source) {
                     Some(t) => (t.len, t.segment_size),
                     None => break,
                 },
@@ -125,7 +143,9 @@ pub fn send(
         let next = sender.poll_timeout().unwrap_or(now + PROGRESS_EVERY);
         let wait = clock.until(next).min(PROGRESS_EVERY);
         if !wait.is_zero() || pending.is_some() {
-            socket.wait(wait, pending.is_some())?;
+            readable = socket.wait(wait, pending.is_some())?;
+        } else {
+            readable = false;
         }
     }
     progress(&sender);

@@ -25,7 +25,7 @@ use std::io;
 use std::ops::Range;
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::PathBuf;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
@@ -165,7 +165,11 @@ impl Sink {
             targets.push(root.prepare(&e.path)?);
         }
         let (jobs, jobs_rx) = sync_channel(QUEUE);
-        let (back_tx, back) = sync_channel(QUEUE * 2 + 16);
+        // Unbounded on purpose: if the writer could block on a full result channel while the
+        // network thread blocks on a full job channel, both would wait forever (it happened
+        // with 1000 small files). Its length is bounded anyway: buffers in circulation plus
+        // one outcome per object.
+        let (back_tx, back) = channel();
         let m = manifest.clone();
         let thread = std::thread::Builder::new()
             .name("spate-writer".into())
@@ -253,7 +257,7 @@ impl Drop for Sink {
 struct Writer {
     manifest: Manifest,
     targets: Vec<PathBuf>,
-    back: SyncSender<Back>,
+    back: Sender<Back>,
     open: HashMap<u32, Open>,
     held: Held,
     failed: bool,
@@ -278,7 +282,7 @@ fn temp_path(target: &std::path::Path) -> PathBuf {
 }
 
 impl Writer {
-    fn new(manifest: Manifest, targets: Vec<PathBuf>, held: Held, back: SyncSender<Back>) -> Self {
+    fn new(manifest: Manifest, targets: Vec<PathBuf>, held: Held, back: Sender<Back>) -> Self {
         Writer {
             manifest,
             targets,

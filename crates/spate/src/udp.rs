@@ -17,6 +17,9 @@ use quinn_udp::{RecvMeta, Transmit, UdpSockRef, UdpSocketState};
 /// ride out a scheduling hiccup of the event loop. (The kernel caps it at `net.core.rmem_max`
 /// unless we are root, when `SO_RCVBUFFORCE` lifts the cap.)
 const SOCKET_BUFFER: usize = 32 << 20;
+/// Largest GSO batch in bytes: the payload of one maximal UDP datagram over IPv4 (65 535 − 20 −
+/// 8); the kernel refuses larger ones with EMSGSIZE. 44 datagrams of 1472 bytes.
+pub const MAX_GSO_BYTES: usize = 65_507;
 /// Receive buffers per batch; each takes one GRO super-datagram or one plain datagram.
 const RECV_BATCH: usize = 16;
 /// Size of each receive buffer: the largest GRO super-datagram.
@@ -58,9 +61,30 @@ impl Socket {
         self.state.max_gso_segments()
     }
 
+    /// How many datagrams of `segment_size` bytes one [`send`](Self::send) should carry: the
+    /// kernel's GSO limit, and at most [`MAX_GSO_BYTES`] in all.
+    pub fn max_batch(&self, segment_size: usize) -> usize {
+        self.max_gso_segments()
+            .min(MAX_GSO_BYTES / segment_size.max(1))
+            .max(1)
+    }
+
     /// Send `contents` to `dest` as datagrams of `segment_size` bytes (the last may be
     /// shorter). Returns `Ok(false)` if the kernel buffer is full (try again when writable).
+    ///
+    /// `contents` must not exceed [`max_batch`](Self::max_batch) datagrams: quinn-udp reports
+    /// most send errors (including EMSGSIZE for an oversized GSO batch) as success, so an
+    /// oversized batch would vanish silently. It is refused here instead.
     pub fn send(&self, dest: SocketAddr, contents: &[u8], segment_size: usize) -> io::Result<bool> {
+        if contents.len() > segment_size && contents.len() > MAX_GSO_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a GSO batch of {} bytes exceeds the kernel's {MAX_GSO_BYTES}",
+                    contents.len()
+                ),
+            ));
+        }
         let segment_size = (contents.len() > segment_size).then_some(segment_size);
         let t = Transmit {
             destination: dest,
@@ -100,8 +124,9 @@ impl Socket {
         }
     }
 
-    /// Sleep until readable (or also writable, if `writable`) or until `timeout`.
-    pub fn wait(&self, timeout: Duration, writable: bool) -> io::Result<()> {
+    /// Sleep until readable (or also writable, if `writable`) or until `timeout`. Returns
+    /// whether the socket is readable (true also when interrupted: look anyway).
+    pub fn wait(&self, timeout: Duration, writable: bool) -> io::Result<bool> {
         let mut pfd = libc::pollfd {
             fd: self.io.as_raw_fd(),
             events: libc::POLLIN | if writable { libc::POLLOUT } else { 0 },
@@ -118,8 +143,9 @@ impl Socket {
             if e.kind() != io::ErrorKind::Interrupted {
                 return Err(e);
             }
+            return Ok(true);
         }
-        Ok(())
+        Ok(pfd.revents & libc::POLLIN != 0)
     }
 }
 
@@ -171,5 +197,45 @@ impl RecvBatch {
                 f(m.addr, d);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full batch crosses loopback whole. (Before the 64 KiB limit, a 64-datagram batch was
+    /// refused by the kernel with EMSGSIZE, which quinn-udp reports as success: every large
+    /// batch vanished and looked like loss.)
+    #[test]
+    fn a_full_gso_batch_arrives_whole() {
+        let rx = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let tx = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let n = tx.max_batch(1472);
+        assert!(n * 1472 <= MAX_GSO_BYTES);
+        let data: Vec<u8> = (0..n * 1472).map(|i| (i / 1472) as u8).collect();
+        assert!(tx.send(rx.local_addr().unwrap(), &data, 1472).unwrap());
+        let mut batch = RecvBatch::default();
+        let mut got = Vec::new();
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        while got.len() < n && std::time::Instant::now() < end {
+            rx.wait(Duration::from_millis(50), false).unwrap();
+            while rx.recv(&mut batch).unwrap() > 0 {
+                batch.for_each(|_, d| got.push(d.to_vec()));
+            }
+        }
+        assert_eq!(got.len(), n);
+        for (i, d) in got.iter().enumerate() {
+            assert_eq!(d.len(), 1472);
+            assert!(d.iter().all(|&b| b == i as u8));
+        }
+    }
+
+    #[test]
+    fn an_oversized_batch_is_refused_not_lost_silently() {
+        let tx = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let data = vec![0u8; 64 * 1472];
+        let to = "127.0.0.1:9".parse().unwrap();
+        assert!(tx.send(to, &data, 1472).is_err());
     }
 }

@@ -180,20 +180,28 @@ fn permissions_and_mtime_are_kept() {
 }
 
 #[test]
-fn a_large_sparse_file_arrives_and_stays_sparse() {
-    // 256 MiB of holes with data at both ends, kept small for CI; the 4 GiB case is the
-    // same code path (offsets are 64-bit throughout).
+fn a_4_gib_sparse_file_arrives_byte_exact_and_stays_sparse() {
+    // 4 GiB, mostly holes, with data at both ends and across the 4 GiB boundary of 32-bit
+    // offsets (2^32 − 3 ..): offsets are 64-bit throughout, and the receiver skips zeros.
     use std::os::unix::fs::{FileExt, MetadataExt};
     let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let f = src.path().join("sparse.img");
     let file = fs::File::create(&f).unwrap();
-    let size = 256u64 << 20;
+    let size = (4u64 << 30) + 4096;
     file.set_len(size).unwrap();
-    file.write_all_at(b"head", 0).unwrap();
-    file.write_all_at(b"tail", size - 4).unwrap();
+    let marks: [(u64, &[u8]); 4] = [
+        (0, b"head"),
+        (2 << 30, b"middle"),
+        ((1 << 32) - 3, b"straddle"),
+        (size - 4, b"tail"),
+    ];
+    for (at, bytes) in marks {
+        file.write_all_at(bytes, at).unwrap();
+    }
     drop(file);
     let s = serve(dst.path());
-    send_to(s.addr, std::slice::from_ref(&f), "", false).unwrap();
+    let r = send_to(s.addr, std::slice::from_ref(&f), "", false).unwrap();
+    assert_eq!(r.stats.delivered_bytes, size);
     let got = dst.path().join("sparse.img");
     let m = fs::metadata(&got).unwrap();
     assert_eq!(m.len(), size);
@@ -203,9 +211,14 @@ fn a_large_sparse_file_arrives_and_stays_sparse() {
         m.blocks() * 512
     );
     let g = fs::File::open(&got).unwrap();
-    let mut b = [0u8; 4];
-    g.read_exact_at(&mut b, size - 4).unwrap();
-    assert_eq!(&b, b"tail");
+    for (at, bytes) in marks {
+        let mut b = vec![0u8; bytes.len()];
+        g.read_exact_at(&mut b, at).unwrap();
+        assert_eq!(b, bytes, "at {at}");
+    }
+    // Byte-exact as a whole: the receiver checked the BLAKE3 of all 4 GiB before the rename,
+    // and no journal or temporary file is left.
+    assert_eq!(fs::read_dir(dst.path()).unwrap().count(), 1);
 }
 
 #[test]
