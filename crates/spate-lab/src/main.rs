@@ -1,5 +1,6 @@
 //! `spate-lab`: Spate's laboratory. See `spate-lab --help`.
 
+mod bench;
 mod grid_cmd;
 mod plot;
 mod sim_cmd;
@@ -19,6 +20,12 @@ struct Cli {
 enum Command {
     Sim(sim_cmd::SimArgs),
     Grid(grid_cmd::GridArgs),
+    /// Measure Spate's speed against raw UDP and TCP on this machine (loopback; a veth pair
+    /// between network namespaces when root).
+    BenchIo(bench::BenchArgs),
+    /// One end of a bench-io measurement (started by bench-io itself).
+    #[command(hide = true)]
+    BenchEnd(bench::EndArgs),
 }
 
 fn main() {
@@ -26,6 +33,8 @@ fn main() {
     let res = match cli.command {
         Command::Sim(a) => sim_cmd::run(a),
         Command::Grid(a) => grid_cmd::run(a),
+        Command::BenchIo(a) => bench::run(a),
+        Command::BenchEnd(a) => bench::run_end(a),
     };
     if let Err(e) = res {
         eprintln!("spate-lab: error: {e:#}");

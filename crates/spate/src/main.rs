@@ -47,6 +47,10 @@ enum Command {
         /// Directory transfers are written into (must exist).
         #[arg(long)]
         root: PathBuf,
+        /// Write nothing: count received bytes only, as a network benchmark sink (nothing is
+        /// verified; --root is still required and checked).
+        #[arg(long)]
+        discard: bool,
     },
     /// Send files or directory trees to a `spate serve`.
     ///
@@ -178,7 +182,11 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Serve { listen, root } => serve(listen, &root),
+        Command::Serve {
+            listen,
+            root,
+            discard,
+        } => serve(listen, &root, discard),
         Command::Send(a) => send_cmd(&a),
         Command::Demo {
             size,
@@ -223,9 +231,12 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn serve(listen: SocketAddr, root: &std::path::Path) -> Result<()> {
+fn serve(listen: SocketAddr, root: &std::path::Path, discard: bool) -> Result<()> {
     let root = Root::new(root)?;
     let mut server = Server::bind(listen, root.clone())?;
+    if discard {
+        server = server.discard();
+    }
     eprintln!(
         "spate serve: listening on {} (UDP), writing below {}",
         server.local_addr(),

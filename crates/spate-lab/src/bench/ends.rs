@@ -1,0 +1,225 @@
+//! The ends of `spate-lab bench-io`, each run as its own process (`spate-lab bench-end ...`) so
+//! that it can be placed in a network namespace and its CPU time measured alone.
+//!
+//! Each end prints one JSON line on stdout when it is done: `bytes` moved, `seconds` from its
+//! first to its last byte, and `cpu_s`, the process's user + system CPU time from
+//! `getrusage(RUSAGE_SELF)` (all threads).
+//!
+//! | end | what it does |
+//! |---|---|
+//! | `udp-blast` | sends 1472-byte datagrams as fast as the kernel takes them, 44 per GSO call (64 KiB) |
+//! | `udp-sink` | counts what arrives (GRO, `recvmmsg`) until the blaster has been quiet for 1 s |
+//! | `spate-recv` | `spate serve` for one session: `--discard` (memory) or into `--root` |
+//! | `spate-send` | `spate send` of `--mem BYTES` from memory, or of `--file PATH` |
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand};
+use serde_json::json;
+use spate::confine::Root;
+use spate::send::{send, send_with, SendConfig};
+use spate::serve::Server;
+use spate::udp::{RecvBatch, Socket};
+use spate_proto::{Entry, Manifest, Policy, RateConfig, Source};
+
+/// Datagram size of the raw UDP test: the Ethernet MTU's UDP payload, as Spate sends.
+const DATAGRAM: usize = 1472;
+
+#[derive(Args)]
+pub struct EndArgs {
+    #[command(subcommand)]
+    end: End,
+}
+
+#[derive(Subcommand)]
+enum End {
+    UdpBlast {
+        #[arg(long)]
+        to: SocketAddr,
+        #[arg(long)]
+        seconds: f64,
+    },
+    UdpSink {
+        #[arg(long)]
+        listen: SocketAddr,
+    },
+    SpateRecv {
+        #[arg(long)]
+        listen: SocketAddr,
+        /// Write into this directory; without it, discard.
+        #[arg(long)]
+        root: Option<PathBuf>,
+    },
+    SpateSend {
+        #[arg(long)]
+        to: SocketAddr,
+        #[arg(long)]
+        mem: Option<u64>,
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+}
+
+pub fn run(a: EndArgs) -> Result<()> {
+    let (bytes, seconds) = match a.end {
+        End::UdpBlast { to, seconds } => udp_blast(to, seconds)?,
+        End::UdpSink { listen } => udp_sink(listen)?,
+        End::SpateRecv { listen, root } => spate_recv(listen, root)?,
+        End::SpateSend { to, mem, file } => spate_send(to, mem, file)?,
+    };
+    println!(
+        "{}",
+        json!({ "bytes": bytes, "seconds": seconds, "cpu_s": cpu_seconds() })
+    );
+    Ok(())
+}
+
+/// User + system CPU seconds of this process so far.
+pub fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct we pass.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return 0.0;
+    }
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+fn udp_blast(to: SocketAddr, seconds: f64) -> Result<(u64, f64)> {
+    let bind: SocketAddr = if to.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" }.parse()?;
+    let s = Socket::bind(bind)?;
+    let segments = s.max_batch(DATAGRAM);
+    let buf = vec![0xA5u8; segments * DATAGRAM];
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(seconds);
+    let mut bytes = 0u64;
+    while Instant::now() < end {
+        if s.send(to, &buf, DATAGRAM)? {
+            bytes += buf.len() as u64;
+        } else {
+            s.wait(Duration::from_millis(1), true)?;
+        }
+    }
+    Ok((bytes, start.elapsed().as_secs_f64()))
+}
+
+fn udp_sink(listen: SocketAddr) -> Result<(u64, f64)> {
+    let s = Socket::bind(listen)?;
+    let mut batch = RecvBatch::default();
+    let mut bytes = 0u64;
+    let mut first: Option<Instant> = None;
+    let mut last = Instant::now();
+    let started = Instant::now();
+    loop {
+        let mut got = 0;
+        while s.recv(&mut batch)? > 0 {
+            batch.for_each(|_, d| got += d.len() as u64);
+        }
+        if got > 0 {
+            let now = Instant::now();
+            first.get_or_insert(now);
+            last = now;
+            bytes += got;
+        }
+        let quiet = last.elapsed() > Duration::from_secs(1);
+        if (first.is_some() && quiet) || started.elapsed() > Duration::from_secs(120) {
+            break;
+        }
+        s.wait(Duration::from_millis(10), false)?;
+    }
+    let secs = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
+    Ok((bytes, secs))
+}
+
+fn spate_recv(listen: SocketAddr, root: Option<PathBuf>) -> Result<(u64, f64)> {
+    let dir = match &root {
+        Some(r) => r.clone(),
+        None => std::env::temp_dir(),
+    };
+    let mut server = Server::bind(listen, Root::new(&dir)?)?;
+    if root.is_none() {
+        server = server.discard();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut result = None;
+    let s2 = Arc::clone(&stop);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let watchdog = Arc::clone(&stop);
+    std::thread::spawn(move || {
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        watchdog.store(true, Ordering::Relaxed);
+    });
+    server.run(&stop, |log| {
+        result = Some((log.bytes, log.seconds, log.error.clone()));
+        s2.store(true, Ordering::Relaxed);
+    })?;
+    match result {
+        Some((bytes, secs, None)) => Ok((bytes, secs)),
+        Some((_, _, Some(e))) => bail!("the session failed: {e}"),
+        None => bail!("no session within 300 s"),
+    }
+}
+
+/// Memory as a source: a 1 MiB block of pseudo-random bytes, copied to every offset (the cost
+/// of reading from the page cache, without a file).
+struct Memory {
+    block: Vec<u8>,
+}
+
+impl Source for Memory {
+    fn read(&mut self, _: u32, offset: u64, buf: &mut [u8]) -> Result<(), String> {
+        let n = self.block.len();
+        let mut at = (offset % n as u64) as usize;
+        for chunk in buf.chunks_mut(n) {
+            let len = chunk.len();
+            let k = len.min(n - at);
+            chunk[..k].copy_from_slice(&self.block[at..at + k]);
+            chunk[k..].copy_from_slice(&self.block[..len - k]);
+            at = (at + len) % n;
+        }
+        Ok(())
+    }
+}
+
+fn spate_send(to: SocketAddr, mem: Option<u64>, file: Option<PathBuf>) -> Result<(u64, f64)> {
+    let cfg = SendConfig {
+        server: to,
+        rate: RateConfig::adaptive(Policy::Fair),
+        connect_timeout: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(20),
+        resume: false,
+    };
+    let r = match (mem, file) {
+        (Some(bytes), None) => {
+            let manifest = Manifest {
+                entries: vec![Entry::file("bench.bin", bytes)],
+            };
+            let mut x = 0x2545_f491_4f6c_dd1du64;
+            let block = (0..1 << 20)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            send_with(&manifest, &mut Memory { block }, &cfg, |_| {})?
+        }
+        (None, Some(path)) => {
+            let dest = spate::scan::normalize_dest(".")?;
+            let mut plan = spate::scan::plan(&[path], &dest, false)?;
+            plan.compute_digests(|_| {})?;
+            send(&plan, &cfg, |_| {})?
+        }
+        _ => bail!("give exactly one of --mem and --file"),
+    };
+    Ok((r.stats.delivered_bytes, r.seconds))
+}

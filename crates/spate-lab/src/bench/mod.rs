@@ -1,0 +1,421 @@
+//! `spate-lab bench-io`: Spate's speed against this machine's limits, measured in one run.
+//!
+//! On loopback and (as root) on a veth pair between two network namespaces at MTU 1500, it
+//! measures, one after another:
+//!
+//! 1. **raw UDP**: a GSO blaster (64 × 1472-byte datagrams per call) into a GRO sink — the most
+//!    UDP this machine moves, with no protocol at all;
+//! 2. **TCP cubic**: `iperf3` (Debian package `iperf3`; `scripts/lab-setup.sh` installs it);
+//! 3. **Spate memory → memory**: `spate send` from a memory source to `spate serve --discard`;
+//! 4. **Spate file → file**: a file on tmpfs to a directory on tmpfs, BLAKE3 included.
+//!
+//! Each end is its own process (`spate-lab bench-end …`, placed in its namespace with
+//! `ip netns exec`), and reports its own CPU time, so the table gives CPU per Gbit/s for
+//! sender and receiver apart: CPU-seconds per Gbit moved, in % of a core per Gbit/s. The
+//! ratios compare Spate with raw UDP and TCP from the same run — absolute numbers say more
+//! about the machine than about Spate.
+
+mod ends;
+mod netns;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde_json::{json, Value};
+
+pub use ends::{run as run_end, EndArgs};
+
+/// What `bench-io` takes.
+#[derive(Args)]
+#[command(after_long_help = "Examples:
+  spate-lab bench-io                      # loopback, and a veth pair when run as root
+  spate-lab bench-io --size 4G --seconds 10
+  spate-lab bench-io --only loopback --json
+
+Targets (issue #4): Spate memory-to-memory >= 40 % of raw UDP on the veth pair, and at most
+10 % of a core per Gbit/s at each end.")]
+pub struct BenchArgs {
+    /// Bytes each Spate transfer moves (binary suffixes: 512M, 2G).
+    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    size: u64,
+    /// Seconds of the raw UDP and TCP runs.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Measure only on this path.
+    #[arg(long, value_enum)]
+    only: Option<PathKind>,
+    /// Directory on tmpfs for the file-to-file run.
+    #[arg(long, default_value = "/dev/shm")]
+    tmpfs: PathBuf,
+    /// Print the results as JSON on stdout instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum PathKind {
+    Loopback,
+    Veth,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let (num, mult) = match s.trim().to_ascii_lowercase().chars().last() {
+        Some('k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('m') => (&s[..s.len() - 1], 1 << 20),
+        Some('g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (e.g. 512M, 2G)"))?;
+    if !(v > 0.0 && v * mult as f64 <= 1e13) {
+        return Err(format!("'{s}': size out of range"));
+    }
+    Ok((v * mult as f64) as u64)
+}
+
+/// One measurement.
+struct Row {
+    path: &'static str,
+    test: &'static str,
+    gbps: f64,
+    /// CPU-seconds per Gbit, sender and receiver (× 100 = % of a core per Gbit/s).
+    cpu_per_gbit: (f64, f64),
+    note: String,
+}
+
+/// Where the ends run: loopback (no namespace) or the two namespaces of a veth pair.
+struct Place<'a> {
+    name: &'static str,
+    sender_ns: Option<&'a str>,
+    receiver_ns: Option<&'a str>,
+    receiver_ip: IpAddr,
+}
+
+impl Place<'_> {
+    fn command(&self, ns: Option<&str>, program: &Path) -> Command {
+        match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(program);
+                c
+            }
+            None => Command::new(program),
+        }
+    }
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    let exe = std::env::current_exe()?;
+    let mut rows = Vec::new();
+    let mut skipped = Vec::new();
+    if a.only != Some(PathKind::Veth) {
+        let lo = Place {
+            name: "loopback",
+            sender_ns: None,
+            receiver_ns: None,
+            receiver_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        };
+        measure(&lo, &exe, &a, &mut rows)?;
+    }
+    if a.only != Some(PathKind::Loopback) {
+        if netns::can_create() {
+            let pair = netns::VethPair::create()
+                .context("cannot make the veth pair between two network namespaces")?;
+            let veth = Place {
+                name: "veth",
+                sender_ns: Some(&pair.a),
+                receiver_ns: Some(&pair.b),
+                receiver_ip: netns::B_ADDR,
+            };
+            measure(&veth, &exe, &a, &mut rows)?;
+        } else {
+            skipped.push(
+                "veth pair: needs root (network namespaces); run as root to measure it".to_owned(),
+            );
+        }
+    }
+    if a.json {
+        let out: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                json!({ "path": r.path, "test": r.test, "goodput_gbps": r.gbps,
+                "sender_cpu_pct_per_gbps": r.cpu_per_gbit.0 * 100.0,
+                "receiver_cpu_pct_per_gbps": r.cpu_per_gbit.1 * 100.0, "note": r.note })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "rows": out, "skipped": skipped }))?
+        );
+    } else {
+        print!("{}", table(&rows));
+        for s in &skipped {
+            println!("skipped: {s}");
+        }
+    }
+    Ok(())
+}
+
+fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) -> Result<()> {
+    let port = 17_000 + (std::process::id() % 20_000) as u16;
+    let to = SocketAddr::new(place.receiver_ip, port).to_string();
+    let listen = SocketAddr::new(place.receiver_ip, port).to_string();
+    let secs = a.seconds.to_string();
+    eprintln!("[{}] raw UDP, {secs} s …", place.name);
+    let (s, r) = pair(
+        place,
+        exe,
+        &["udp-sink", "--listen", &listen],
+        &["udp-blast", "--to", &to, "--seconds", &secs],
+    )?;
+    rows.push(row(place.name, "raw UDP (GSO/GRO)", &s, &r, String::new()));
+
+    eprintln!("[{}] TCP cubic (iperf3), {secs} s …", place.name);
+    match tcp(place, port, a.seconds) {
+        Ok(r) => rows.push(r),
+        Err(e) => rows.push(Row {
+            path: place.name,
+            test: "TCP cubic (iperf3)",
+            gbps: f64::NAN,
+            cpu_per_gbit: (f64::NAN, f64::NAN),
+            note: format!("not measured: {e:#}"),
+        }),
+    }
+
+    let size = a.size.to_string();
+    eprintln!(
+        "[{}] Spate memory → memory, {} MiB …",
+        place.name,
+        a.size >> 20
+    );
+    let (s, r) = pair(
+        place,
+        exe,
+        &["spate-recv", "--listen", &listen],
+        &["spate-send", "--to", &to, "--mem", &size],
+    )?;
+    rows.push(row(
+        place.name,
+        "Spate memory → memory",
+        &s,
+        &r,
+        String::new(),
+    ));
+
+    eprintln!("[{}] Spate file → file (tmpfs) …", place.name);
+    let dir = tempfile::Builder::new()
+        .prefix("spate-bench-")
+        .tempdir_in(&a.tmpfs)
+        .with_context(|| {
+            format!(
+                "cannot use {} for the file test (--tmpfs)",
+                a.tmpfs.display()
+            )
+        })?;
+    let src = dir.path().join("src.bin");
+    write_file(&src, a.size)?;
+    let root = dir.path().join("dst");
+    std::fs::create_dir(&root)?;
+    let root_s = root.to_string_lossy().into_owned();
+    let src_s = src.to_string_lossy().into_owned();
+    let (s, r) = pair(
+        place,
+        exe,
+        &["spate-recv", "--listen", &listen, "--root", &root_s],
+        &["spate-send", "--to", &to, "--file", &src_s],
+    )?;
+    let same = std::fs::metadata(root.join("src.bin"))
+        .map(|m| m.len())
+        .ok()
+        == Some(a.size);
+    let note = if same {
+        "BLAKE3 of the file at both ends included".to_owned()
+    } else {
+        "the copy is missing or short!".to_owned()
+    };
+    rows.push(row(place.name, "Spate file → file (tmpfs)", &s, &r, note));
+    Ok(())
+}
+
+/// A file of `size` pseudo-random bytes (written in 1 MiB blocks).
+fn write_file(path: &Path, size: u64) -> Result<()> {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let block: Vec<u8> = (0..1 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let mut left = size;
+    let mut i = 0u64;
+    while left > 0 {
+        let n = left.min(block.len() as u64) as usize;
+        // Vary each block so the file does not repeat (a stamp in the first 8 bytes).
+        let mut b = block[..n].to_vec();
+        for (k, v) in i.to_le_bytes().iter().enumerate().take(n) {
+            b[k] ^= v;
+        }
+        f.write_all(&b)?;
+        left -= n as u64;
+        i += 1;
+    }
+    f.flush()?;
+    Ok(())
+}
+
+/// Run a receiver end, then a sender end; both must finish within 5 minutes.
+fn pair(place: &Place<'_>, exe: &Path, recv: &[&str], send: &[&str]) -> Result<(Value, Value)> {
+    let spawn = |ns: Option<&str>, args: &[&str]| -> Result<Child> {
+        place
+            .command(ns, exe)
+            .arg("bench-end")
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("cannot start a bench end")
+    };
+    let r = spawn(place.receiver_ns, recv)?;
+    std::thread::sleep(Duration::from_millis(300)); // let it bind
+    let s = spawn(place.sender_ns, send)?;
+    let s = finish(s, "sender")?;
+    let r = finish(r, "receiver")?;
+    Ok((s, r))
+}
+
+fn finish(c: Child, what: &str) -> Result<Value> {
+    let out = finish_raw(c, what, Duration::from_secs(300))?;
+    let line = String::from_utf8_lossy(&out);
+    serde_json::from_str(line.trim()).with_context(|| format!("{what} printed '{line}'"))
+}
+
+/// Wait for `c` at most `limit` (then kill it); its stdout if it succeeded.
+fn finish_raw(mut c: Child, what: &str, limit: Duration) -> Result<Vec<u8>> {
+    let end = Instant::now() + limit;
+    while c.try_wait()?.is_none() {
+        if Instant::now() > end {
+            let _ = c.kill();
+            let _ = c.wait();
+            bail!("the {what} did not finish within {} s", limit.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = c.wait_with_output()?;
+    if !out.status.success() {
+        bail!("the {what} failed ({})", out.status);
+    }
+    Ok(out.stdout)
+}
+
+fn row(path: &'static str, test: &'static str, s: &Value, r: &Value, note: String) -> Row {
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let (bytes, secs) = (f(r, "bytes"), f(r, "seconds"));
+    let gbit = bytes * 8.0 / 1e9;
+    Row {
+        path,
+        test,
+        gbps: gbit / secs,
+        cpu_per_gbit: (f(s, "cpu_s") / gbit, f(r, "cpu_s") / gbit),
+        note,
+    }
+}
+
+/// iperf3 with cubic; CPU from iperf3's own report (percent of one core over the run).
+fn tcp(place: &Place<'_>, port: u16, seconds: f64) -> Result<Row> {
+    let port = (port + 1).to_string();
+    let ip = place.receiver_ip.to_string();
+    let iperf = Path::new("iperf3");
+    let mut server = place
+        .command(place.receiver_ns, iperf)
+        .args(["-s", "-1", "-B", &ip, "-p", &port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("iperf3 is not installed (apt-get install iperf3, or scripts/lab-setup.sh)")?;
+    std::thread::sleep(Duration::from_millis(300));
+    // iperf3 takes whole seconds, and -t 0 would run forever.
+    let secs = seconds.ceil().max(1.0) as u64;
+    let client = place
+        .command(place.sender_ns, iperf)
+        .args(["-c", &ip, "-p", &port, "-C", "cubic", "-J", "-t"])
+        .arg(secs.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let out = client.map_err(anyhow::Error::from).and_then(|c| {
+        let limit = Duration::from_secs(secs + 30);
+        finish_raw(c, "iperf3 client", limit)
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    let v: Value = serde_json::from_slice(&out?).context("iperf3 printed no JSON")?;
+    if let Some(e) = v["error"].as_str() {
+        bail!("iperf3: {e}");
+    }
+    let bps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .context("no sum_received in iperf3's report")?;
+    let cpu = &v["end"]["cpu_utilization_percent"];
+    let gbps = bps / 1e9;
+    let pct = |k: &str| cpu[k].as_f64().unwrap_or(f64::NAN) / 100.0 / gbps;
+    Ok(Row {
+        path: place.name,
+        test: "TCP cubic (iperf3)",
+        gbps,
+        cpu_per_gbit: (pct("host_total"), pct("remote_total")),
+        note: if place.name == "loopback" {
+            "loopback MTU is 64 KiB: TCP sends 64 KiB segments".to_owned()
+        } else {
+            String::new()
+        },
+    })
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut t = String::from(
+        "| path | test | goodput Gbit/s | sender CPU, % core per Gbit/s | receiver CPU, % core per Gbit/s | note |\n|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        t += &format!(
+            "| {} | {} | {:.2} | {:.1} | {:.1} | {} |\n",
+            r.path,
+            r.test,
+            r.gbps,
+            r.cpu_per_gbit.0 * 100.0,
+            r.cpu_per_gbit.1 * 100.0,
+            r.note
+        );
+    }
+    t += "\n| path | Spate mem / raw UDP | Spate mem / TCP | Spate file / raw UDP | CPU ≤ 10 %/Gbit/s (send, recv) |\n|---|---|---|---|---|\n";
+    for path in ["loopback", "veth"] {
+        let get = |test: &str| {
+            rows.iter()
+                .find(|r| r.path == path && r.test.starts_with(test))
+        };
+        let (Some(udp), Some(mem), Some(file)) =
+            (get("raw UDP"), get("Spate memory"), get("Spate file"))
+        else {
+            continue;
+        };
+        let tcp = get("TCP").map_or(f64::NAN, |r| r.gbps);
+        let ok = |v: f64| if v <= 0.10 { "yes" } else { "no" };
+        t += &format!(
+            "| {path} | {:.0} % | {:.0} % | {:.0} % | {}, {} |\n",
+            100.0 * mem.gbps / udp.gbps,
+            100.0 * mem.gbps / tcp,
+            100.0 * file.gbps / udp.gbps,
+            ok(mem.cpu_per_gbit.0),
+            ok(mem.cpu_per_gbit.1),
+        );
+    }
+    t
+}

@@ -1,0 +1,46 @@
+//! `spate-lab bench-io` runs end to end at a tiny scale: every row is measured (or says why
+//! not), Spate's transfers complete, and the veth pair is used when root — skipped with a
+//! message otherwise. Speeds are not asserted: that is what the benchmark is for.
+
+use std::process::Command;
+
+#[test]
+fn bench_io_measures_every_row() {
+    let out = Command::new(env!("CARGO_BIN_EXE_spate-lab"))
+        .args(["bench-io", "--json", "--size", "32M", "--seconds", "0.5"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let paths: &[&str] = if root {
+        &["loopback", "veth"]
+    } else {
+        eprintln!("not root: the veth pair cannot be measured here; CI runs as root");
+        &["loopback"]
+    };
+    for path in paths {
+        for test in ["raw UDP", "Spate memory", "Spate file"] {
+            let r = rows
+                .iter()
+                .find(|r| r["path"] == *path && r["test"].as_str().unwrap().starts_with(test))
+                .unwrap_or_else(|| panic!("no {test} row for {path}: {v}"));
+            let g = r["goodput_gbps"].as_f64().unwrap_or(0.0);
+            assert!(g > 0.0, "{path} {test}: {r}");
+        }
+        let file = rows
+            .iter()
+            .find(|r| r["path"] == *path && r["test"].as_str().unwrap().starts_with("Spate file"))
+            .unwrap();
+        assert!(file["note"].as_str().unwrap().contains("BLAKE3"), "{file}");
+    }
+    if !root {
+        assert!(v["skipped"].to_string().contains("needs root"), "{v}");
+    }
+}
