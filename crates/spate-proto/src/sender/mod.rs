@@ -437,8 +437,7 @@ impl Sender {
 
     /// The receiver's application has the next move: a verdict, or the HAVE of a resume.
     fn waiting_for_receiver(&self) -> bool {
-        self.awaiting_verdict()
-            || (self.have_pending && self.object_done[0] && self.ledger.in_flight_bytes() == 0)
+        self.awaiting_verdict() || (self.have_pending && self.object_done[0])
     }
 
     /// Object bytes per DATA packet at the current datagram size.
