@@ -170,7 +170,8 @@ fn explain(err: &SessionError, server: SocketAddr) -> String {
             server.port()
         ),
         SessionError::IdleTimeout(d) => format!(
-            "the receiver at {server} stopped answering for {:.0} s; re-run the command to try again",
+            "the receiver at {server} stopped answering for {:.0} s; run the same command with \
+             --resume to send only what it does not have yet",
             d.as_secs_f64()
         ),
         SessionError::PeerClosed { reason, .. } => format!("the receiver refused: {reason}"),
