@@ -62,19 +62,28 @@ enum End {
         mem: Option<u64>,
         #[arg(long)]
         file: Option<PathBuf>,
+        /// Policy fixed at this rate (bits/s) instead of fair.
+        #[arg(long)]
+        fixed: Option<u64>,
     },
 }
 
 pub fn run(a: EndArgs) -> Result<()> {
-    let (bytes, seconds) = match a.end {
+    let (bytes, seconds, retx) = match a.end {
         End::UdpBlast { to, seconds } => udp_blast(to, seconds)?,
         End::UdpSink { listen } => udp_sink(listen)?,
         End::SpateRecv { listen, root } => spate_recv(listen, root)?,
-        End::SpateSend { to, mem, file } => spate_send(to, mem, file)?,
+        End::SpateSend {
+            to,
+            mem,
+            file,
+            fixed,
+        } => spate_send(to, mem, file, fixed)?,
     };
     println!(
         "{}",
-        json!({ "bytes": bytes, "seconds": seconds, "cpu_s": cpu_seconds() })
+        json!({ "bytes": bytes, "seconds": seconds, "cpu_s": cpu_seconds(),
+                "retransmission_overhead": retx })
     );
     Ok(())
 }
@@ -91,7 +100,10 @@ pub fn cpu_seconds() -> f64 {
     t(u.ru_utime) + t(u.ru_stime)
 }
 
-fn udp_blast(to: SocketAddr, seconds: f64) -> Result<(u64, f64)> {
+/// What an end moved: bytes, seconds, and (for a Spate sender) retransmitted / data packets.
+type Moved = (u64, f64, Option<f64>);
+
+fn udp_blast(to: SocketAddr, seconds: f64) -> Result<Moved> {
     let bind: SocketAddr = if to.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" }.parse()?;
     let s = Socket::bind(bind)?;
     let segments = s.max_batch(DATAGRAM);
@@ -106,10 +118,10 @@ fn udp_blast(to: SocketAddr, seconds: f64) -> Result<(u64, f64)> {
             s.wait(Duration::from_millis(1), true)?;
         }
     }
-    Ok((bytes, start.elapsed().as_secs_f64()))
+    Ok((bytes, start.elapsed().as_secs_f64(), None))
 }
 
-fn udp_sink(listen: SocketAddr) -> Result<(u64, f64)> {
+fn udp_sink(listen: SocketAddr) -> Result<Moved> {
     let s = Socket::bind(listen)?;
     let mut batch = RecvBatch::default();
     let mut bytes = 0u64;
@@ -134,10 +146,10 @@ fn udp_sink(listen: SocketAddr) -> Result<(u64, f64)> {
         s.wait(Duration::from_millis(10), false)?;
     }
     let secs = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
-    Ok((bytes, secs))
+    Ok((bytes, secs, None))
 }
 
-fn spate_recv(listen: SocketAddr, root: Option<PathBuf>) -> Result<(u64, f64)> {
+fn spate_recv(listen: SocketAddr, root: Option<PathBuf>) -> Result<Moved> {
     let dir = match &root {
         Some(r) => r.clone(),
         None => std::env::temp_dir(),
@@ -162,7 +174,7 @@ fn spate_recv(listen: SocketAddr, root: Option<PathBuf>) -> Result<(u64, f64)> {
         s2.store(true, Ordering::Relaxed);
     })?;
     match result {
-        Some((bytes, secs, None)) => Ok((bytes, secs)),
+        Some((bytes, secs, None)) => Ok((bytes, secs, None)),
         Some((_, _, Some(e))) => bail!("the session failed: {e}"),
         None => bail!("no session within 300 s"),
     }
@@ -189,10 +201,15 @@ impl Source for Memory {
     }
 }
 
-fn spate_send(to: SocketAddr, mem: Option<u64>, file: Option<PathBuf>) -> Result<(u64, f64)> {
+fn spate_send(
+    to: SocketAddr,
+    mem: Option<u64>,
+    file: Option<PathBuf>,
+    fixed: Option<u64>,
+) -> Result<Moved> {
     let cfg = SendConfig {
         server: to,
-        rate: RateConfig::adaptive(Policy::Fair),
+        rate: fixed.map_or(RateConfig::adaptive(Policy::Fair), RateConfig::fixed),
         connect_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(20),
         resume: false,
@@ -221,5 +238,6 @@ fn spate_send(to: SocketAddr, mem: Option<u64>, file: Option<PathBuf>) -> Result
         }
         _ => bail!("give exactly one of --mem and --file"),
     };
-    Ok((r.stats.delivered_bytes, r.seconds))
+    let retx = r.stats.retransmitted_packets as f64 / r.stats.data_packets_sent.max(1) as f64;
+    Ok((r.stats.delivered_bytes, r.seconds, Some(retx)))
 }

@@ -3,10 +3,12 @@
 //! On loopback and (as root) on a veth pair between two network namespaces at MTU 1500, it
 //! measures, one after another:
 //!
-//! 1. **raw UDP**: a GSO blaster (64 × 1472-byte datagrams per call) into a GRO sink — the most
+//! 1. **raw UDP**: a GSO blaster (44 × 1472-byte datagrams per call) into a GRO sink — the most
 //!    UDP this machine moves, with no protocol at all;
 //! 2. **TCP cubic**: `iperf3` (Debian package `iperf3`; `scripts/lab-setup.sh` installs it);
-//! 3. **Spate memory → memory**: `spate send` from a memory source to `spate serve --discard`;
+//! 3. **Spate memory → memory**: `spate send` from a memory source to `spate serve --discard`,
+//!    with the default `fair` policy, and again with `--policy fixed --rate 30G` (the driver's
+//!    own limit, with no rate control);
 //! 4. **Spate file → file**: a file on tmpfs to a directory on tmpfs, BLAKE3 included.
 //!
 //! Each end is its own process (`spate-lab bench-end …`, placed in its namespace with
@@ -200,13 +202,17 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         &["spate-recv", "--listen", &listen],
         &["spate-send", "--to", &to, "--mem", &size],
     )?;
-    rows.push(row(
-        place.name,
-        "Spate memory → memory",
-        &s,
-        &r,
-        String::new(),
-    ));
+    rows.push(row(place.name, MEM, &s, &r, retx(&s)));
+
+    eprintln!("[{}] {MEM_FIXED} …", place.name);
+    let fixed = (FIXED_GBPS * 1e9).to_string();
+    let (s, r) = pair(
+        place,
+        exe,
+        &["spate-recv", "--listen", &listen],
+        &["spate-send", "--to", &to, "--mem", &size, "--fixed", &fixed],
+    )?;
+    rows.push(row(place.name, MEM_FIXED, &s, &r, retx(&s)));
 
     eprintln!("[{}] Spate file → file (tmpfs) …", place.name);
     let dir = tempfile::Builder::new()
@@ -235,7 +241,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         .ok()
         == Some(a.size);
     let note = if same {
-        "BLAKE3 of the file at both ends included".to_owned()
+        format!("BLAKE3 of the file at both ends included; {}", retx(&s))
     } else {
         "the copy is missing or short!".to_owned()
     };
@@ -314,6 +320,19 @@ fn finish_raw(mut c: Child, what: &str, limit: Duration) -> Result<Vec<u8>> {
         bail!("the {what} failed ({})", out.status);
     }
     Ok(out.stdout)
+}
+
+/// The fixed rate of the second memory run, Gbit/s: more than one sender here can reach, so
+/// the run shows the driver's own limit, without rate control.
+const FIXED_GBPS: f64 = 30.0;
+const MEM: &str = "Spate memory → memory";
+const MEM_FIXED: &str = "Spate memory → memory, --policy fixed --rate 30G";
+
+fn retx(sender: &Value) -> String {
+    let r = sender["retransmission_overhead"]
+        .as_f64()
+        .unwrap_or(f64::NAN);
+    format!("{:.2} % retransmitted", 100.0 * r)
 }
 
 fn row(path: &'static str, test: &'static str, s: &Value, r: &Value, note: String) -> Row {
@@ -395,23 +414,24 @@ fn table(rows: &[Row]) -> String {
             r.note
         );
     }
-    t += "\n| path | Spate mem / raw UDP | Spate mem / TCP | Spate file / raw UDP | CPU ≤ 10 %/Gbit/s (send, recv) |\n|---|---|---|---|---|\n";
+    t += "\n| path | Spate mem / raw UDP | Spate mem / TCP | Spate mem fixed / raw UDP | Spate file / raw UDP | CPU ≤ 10 %/Gbit/s (send, recv) |\n|---|---|---|---|---|---|\n";
     for path in ["loopback", "veth"] {
-        let get = |test: &str| {
-            rows.iter()
-                .find(|r| r.path == path && r.test.starts_with(test))
-        };
-        let (Some(udp), Some(mem), Some(file)) =
-            (get("raw UDP"), get("Spate memory"), get("Spate file"))
-        else {
+        let get = |test: &str| rows.iter().find(|r| r.path == path && r.test == test);
+        let (Some(udp), Some(mem), Some(file)) = (
+            get("raw UDP (GSO/GRO)"),
+            get(MEM),
+            get("Spate file → file (tmpfs)"),
+        ) else {
             continue;
         };
-        let tcp = get("TCP").map_or(f64::NAN, |r| r.gbps);
+        let tcp = get("TCP cubic (iperf3)").map_or(f64::NAN, |r| r.gbps);
+        let fixed = get(MEM_FIXED).map_or(f64::NAN, |r| r.gbps);
         let ok = |v: f64| if v <= 0.10 { "yes" } else { "no" };
         t += &format!(
-            "| {path} | {:.0} % | {:.0} % | {:.0} % | {}, {} |\n",
+            "| {path} | {:.0} % | {:.0} % | {:.0} % | {:.0} % | {}, {} |\n",
             100.0 * mem.gbps / udp.gbps,
             100.0 * mem.gbps / tcp,
+            100.0 * fixed / udp.gbps,
             100.0 * file.gbps / udp.gbps,
             ok(mem.cpu_per_gbit.0),
             ok(mem.cpu_per_gbit.1),
