@@ -219,7 +219,7 @@ fn feedback_costs_little() {
 fn grid_point(rtt: f64, loss: f64) -> &'static Report {
     // The full grid's buffer is one RTT, and 1 ms (125 KB at 1 Gbit/s) at RTT 0. At 1/5 of
     // the rate the same 125 KB is 5 ms: a 1 ms buffer here (25 KB) would be smaller than one
-    // flow's queue target α (75 KB), a different regime (see docs/design.md, Limitations).
+    // flow's queue target α (75 KB), a different regime (docs/design.md: "Limitation: buffers smaller than α").
     let queue = if rtt > 0.0 { rtt } else { 5.0 };
     let t = head("grid", 10.0 + rtt / 25.0, "")
         + &phase(

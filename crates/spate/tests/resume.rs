@@ -128,6 +128,18 @@ fn send_and_kill(src: &Path, port: u16, after: Duration) {
     child.wait().unwrap();
 }
 
+/// Send `s.src` to completion; it must succeed and the copy be byte-exact.
+fn send_whole(s: &Setup, port: u16) -> Output {
+    let out = send(&s.src, port);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fs::read(dest(s)).unwrap(), fs::read(&s.src).unwrap());
+    out
+}
+
 fn field(out: &Output, name: &str) -> u64 {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -198,13 +210,7 @@ fn killing_the_sender_then_resuming_sends_only_the_rest() {
     send_and_kill(&s.src, server.port, at);
     assert!(!dest(&s).exists());
     assert!(part(&s).exists(), "the partial file is kept");
-    let out = send(&s.src, server.port);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(fs::read(dest(&s)).unwrap(), fs::read(&s.src).unwrap());
+    let out = send_whole(&s, server.port);
     let (sent, resumed) = (field(&out, "bytes_delivered"), field(&out, "bytes_resumed"));
     assert_eq!(sent + resumed, SIZE as u64);
     assert!(
@@ -241,13 +247,7 @@ fn killing_the_receiver_then_resuming_sends_only_the_rest() {
     assert!(blocks >= 1, "a journal survives the receiver's death");
     drop(server);
     let server = serve(&s.root, port);
-    let out = send(&s.src, server.port);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(fs::read(dest(&s)).unwrap(), fs::read(&s.src).unwrap());
+    let out = send_whole(&s, server.port);
     assert_eq!(field(&out, "bytes_resumed"), blocks as u64 * (1 << 20));
 }
 
@@ -262,13 +262,7 @@ fn a_damaged_partial_file_is_repaired_not_accepted() {
     let f = fs::OpenOptions::new().write(true).open(part(&s)).unwrap();
     f.write_all_at(b"damage", 1000).unwrap();
     drop(f);
-    let out = send(&s.src, server.port);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(fs::read(dest(&s)).unwrap(), fs::read(&s.src).unwrap());
+    let out = send_whole(&s, server.port);
     // The killed session's writer may journal a few more queued blocks before the resume
     // takes over, so the exact count is the server's to tell: one block was damaged.
     let resumed = field(&out, "bytes_resumed");
@@ -287,18 +281,12 @@ fn a_changed_source_starts_over_and_a_complete_file_is_not_sent_again() {
     send_and_kill(&s.src, server.port, Duration::from_millis(800));
     assert!(journal_blocks(&s) >= 1);
     fs::write(&s.src, content(SIZE, 2)).unwrap();
-    let out = send(&s.src, server.port);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = send_whole(&s, server.port);
     assert_eq!(
         field(&out, "bytes_resumed"),
         0,
         "the old partial belongs to other data"
     );
-    assert_eq!(fs::read(dest(&s)).unwrap(), fs::read(&s.src).unwrap());
     // Again: everything is already there.
     let out = send(&s.src, server.port);
     assert!(

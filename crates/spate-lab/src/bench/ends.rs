@@ -219,15 +219,7 @@ fn spate_send(
             let manifest = Manifest {
                 entries: vec![Entry::file("bench.bin", bytes)],
             };
-            let mut x = 0x2545_f491_4f6c_dd1du64;
-            let block = (0..1 << 20)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let block = super::noise(1 << 20);
             send_with(&manifest, &mut Memory { block }, &cfg, |_| {})?
         }
         (None, Some(path)) => {

@@ -249,19 +249,24 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     Ok(())
 }
 
-/// A file of `size` pseudo-random bytes (written in 1 MiB blocks).
-fn write_file(path: &Path, size: u64) -> Result<()> {
-    use std::io::Write;
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+/// `len` pseudo-random bytes (xorshift64): incompressible test data, the same every run.
+fn noise(len: usize) -> Vec<u8> {
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let block: Vec<u8> = (0..1 << 20)
+    (0..len)
         .map(|_| {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             x as u8
         })
-        .collect();
+        .collect()
+}
+
+/// A file of `size` pseudo-random bytes (written in 1 MiB blocks).
+fn write_file(path: &Path, size: u64) -> Result<()> {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let block = noise(1 << 20);
     let mut left = size;
     let mut i = 0u64;
     while left > 0 {
