@@ -171,16 +171,11 @@ impl Drop for Cleanup {
 /// `size` pseudo-random bytes (xorshift; incompressible, cheap).
 fn generate(path: &std::path::Path, size: u64) -> std::io::Result<()> {
     let mut w = BufWriter::with_capacity(1 << 20, File::create(path)?);
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut noise = crate::noise::Noise::new(1);
     let mut block = vec![0u8; 1 << 16];
     let mut left = size;
     while left > 0 {
-        for c in block.chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            c.copy_from_slice(&x.to_le_bytes()[..c.len()]);
-        }
+        noise.fill(&mut block);
         let n = left.min(block.len() as u64) as usize;
         w.write_all(&block[..n])?;
         left -= n as u64;

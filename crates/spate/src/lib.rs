@@ -29,6 +29,7 @@ pub mod clock;
 pub mod confine;
 pub mod demo;
 pub mod journal;
+pub mod noise;
 pub mod progress;
 pub mod rate;
 pub mod relay;

@@ -20,9 +20,6 @@ use crate::scan::Plan;
 use crate::source::FileSource;
 use crate::udp::{RecvBatch, Socket};
 
-/// Datagrams per send call at most (the kernel's GSO limit is 64 segments and 65 507 bytes:
-/// 44 datagrams of 1472 bytes, see [`Socket::max_batch`]).
-const BATCH: usize = 64;
 /// Longest time between looks at the socket for feedback while the loop does not sleep.
 const RECV_CHECK: Duration = Duration::from_micros(200);
 /// How often the progress callback runs.
@@ -87,7 +84,8 @@ pub fn send_with(
     let session = random_session_id();
     let mut sender = Sender::new(scfg, session, manifest, clock.now())
         .map_err(|e| anyhow::anyhow!("cannot send these files: {e}"))?;
-    let segments = socket.max_batch(datagram).min(BATCH);
+    // Up to 44 datagrams of 1472 bytes per call: the kernel's GSO limits (Socket::max_batch).
+    let segments = socket.max_batch(datagram);
     let mut buf = vec![0u8; segments * datagram];
     let mut pending: Option<(usize, usize)> = None;
     let mut batch = RecvBatch::default();

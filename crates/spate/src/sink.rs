@@ -86,14 +86,6 @@ impl Held {
         }
         out
     }
-
-    /// Bytes held.
-    pub fn bytes(&self, manifest: &Manifest) -> u64 {
-        self.ranges(manifest)
-            .iter()
-            .map(|(_, r)| r.end - r.start)
-            .sum()
-    }
 }
 
 /// Find what is already below `root` for `manifest`: final files with the right digest, and
@@ -277,10 +269,6 @@ struct Open {
     journal: Option<Journal>,
 }
 
-fn temp_path(target: &std::path::Path) -> PathBuf {
-    journal::part_path(target)
-}
-
 impl Writer {
     fn new(manifest: Manifest, targets: Vec<PathBuf>, held: Held, back: Sender<Back>) -> Self {
         Writer {
@@ -342,7 +330,7 @@ impl Writer {
                 .write(true)
                 .create(true)
                 .truncate(fresh)
-                .open(temp_path(&target))?;
+                .open(journal::part_path(&target))?;
             file.set_len(entry.size)?;
             let blocks = entry.size.div_ceil(BLOCK) as usize;
             let mut open = Open {
@@ -424,7 +412,7 @@ impl Writer {
         }
         self.file(object)?;
         let f = self.open.remove(&object).expect("opened above").file;
-        let tmp = temp_path(&target);
+        let tmp = journal::part_path(&target);
         if let Some(want) = digest {
             let mut r = io::BufReader::with_capacity(1 << 20, &f);
             let (got, _) = digest_reader(&mut r, &mut |_| {})?;

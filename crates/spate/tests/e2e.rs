@@ -78,15 +78,7 @@ fn send_to(
 
 /// Deterministic pseudo-random content.
 fn content(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    spate::noise::bytes(seed, len)
 }
 
 /// Every file and directory below `a` exists below `b` with the same bytes.

@@ -158,18 +158,6 @@ fn random_moment() -> Duration {
     Duration::from_millis(600 + h.finish() % 800)
 }
 
-fn content(len: usize, seed: u8) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(seed);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 struct Setup {
     _dir: tempfile::TempDir,
     src: PathBuf,
@@ -179,7 +167,7 @@ struct Setup {
 fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("big.bin");
-    fs::write(&src, content(SIZE, 1)).unwrap();
+    fs::write(&src, spate::noise::bytes(1, SIZE)).unwrap();
     let root = dir.path().join("root");
     fs::create_dir(&root).unwrap();
     Setup {
@@ -280,7 +268,7 @@ fn a_changed_source_starts_over_and_a_complete_file_is_not_sent_again() {
     let server = serve(&s.root, free_port());
     send_and_kill(&s.src, server.port, Duration::from_millis(800));
     assert!(journal_blocks(&s) >= 1);
-    fs::write(&s.src, content(SIZE, 2)).unwrap();
+    fs::write(&s.src, spate::noise::bytes(2, SIZE)).unwrap();
     let out = send_whole(&s, server.port);
     assert_eq!(
         field(&out, "bytes_resumed"),

@@ -219,7 +219,7 @@ fn spate_send(
             let manifest = Manifest {
                 entries: vec![Entry::file("bench.bin", bytes)],
             };
-            let block = super::noise(1 << 20);
+            let block = spate::noise::bytes(2, 1 << 20);
             send_with(&manifest, &mut Memory { block }, &cfg, |_| {})?
         }
         (None, Some(path)) => {

@@ -42,7 +42,7 @@ Targets (issue #4): Spate memory-to-memory >= 40 % of raw UDP on the veth pair, 
 10 % of a core per Gbit/s at each end.")]
 pub struct BenchArgs {
     /// Bytes each Spate transfer moves (binary suffixes: 512M, 2G).
-    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    #[arg(long, default_value = "1G", value_parser = spate::rate::parse_size)]
     size: u64,
     /// Seconds of the raw UDP and TCP runs.
     #[arg(long, default_value_t = 5.0)]
@@ -62,23 +62,6 @@ pub struct BenchArgs {
 enum PathKind {
     Loopback,
     Veth,
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    let (num, mult) = match s.trim().to_ascii_lowercase().chars().last() {
-        Some('k') => (&s[..s.len() - 1], 1u64 << 10),
-        Some('m') => (&s[..s.len() - 1], 1 << 20),
-        Some('g') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (e.g. 512M, 2G)"))?;
-    if !(v > 0.0 && v * mult as f64 <= 1e13) {
-        return Err(format!("'{s}': size out of range"));
-    }
-    Ok((v * mult as f64) as u64)
 }
 
 /// One measurement.
@@ -249,36 +232,18 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     Ok(())
 }
 
-/// `len` pseudo-random bytes (xorshift64): incompressible test data, the same every run.
-fn noise(len: usize) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 /// A file of `size` pseudo-random bytes (written in 1 MiB blocks).
 fn write_file(path: &Path, size: u64) -> Result<()> {
     use std::io::Write;
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let block = noise(1 << 20);
+    let mut noise = spate::noise::Noise::new(1);
+    let mut block = vec![0u8; 1 << 20];
     let mut left = size;
-    let mut i = 0u64;
     while left > 0 {
         let n = left.min(block.len() as u64) as usize;
-        // Vary each block so the file does not repeat (a stamp in the first 8 bytes).
-        let mut b = block[..n].to_vec();
-        for (k, v) in i.to_le_bytes().iter().enumerate().take(n) {
-            b[k] ^= v;
-        }
-        f.write_all(&b)?;
+        noise.fill(&mut block[..n]);
+        f.write_all(&block[..n])?;
         left -= n as u64;
-        i += 1;
     }
     f.flush()?;
     Ok(())
