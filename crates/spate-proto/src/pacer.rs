@@ -40,6 +40,15 @@ impl Pacer {
         now >= self.next
     }
 
+    /// Sending time the sender lets pass unused if its next packet leaves at `now`: how far
+    /// `now` is behind the schedule beyond the [`BURST`] it may make up. Zero for a sender that
+    /// keeps pace; the idle time of one that had nothing to send or could not keep up (a busy
+    /// CPU). The rate controller counts it so that it does not mistake a slow sender for a
+    /// slow path.
+    pub fn forfeited(&self, now: Instant) -> Duration {
+        (now - BURST).saturating_since(self.next)
+    }
+
     /// Account for `wire_bytes` sent at `now` while the rate is `rate_bps`.
     pub fn on_sent(&mut self, now: Instant, wire_bytes: u64, rate_bps: u64) {
         let base = self.next.max(now - BURST);
@@ -92,5 +101,26 @@ mod tests {
             sent += 1;
         }
         assert_eq!(sent - before, 84);
+    }
+
+    #[test]
+    fn forfeits_only_time_beyond_the_burst() {
+        let mut p = Pacer::new();
+        let t = Instant::from_millis(10);
+        while p.may_send(t) {
+            p.on_sent(t, 1500, 1_000_000_000);
+        }
+        let due = p.next_send_time();
+        // Keeping pace, or late by less than the burst: nothing forfeited.
+        assert_eq!(p.forfeited(due), Duration::ZERO);
+        assert_eq!(
+            p.forfeited(due + Duration::from_micros(999)),
+            Duration::ZERO
+        );
+        // 3 ms late: 1 ms may be made up, 2 ms are lost.
+        assert_eq!(
+            p.forfeited(due + Duration::from_millis(3)),
+            Duration::from_millis(2)
+        );
     }
 }

@@ -6,6 +6,8 @@
 //! The sender still bounds the data in flight (spec §7.2), so a dead path does not swallow an
 //! unbounded amount of data.
 
+use core::time::Duration;
+
 use super::{RateControl, RateSample};
 use crate::time::Instant;
 
@@ -26,7 +28,7 @@ impl RateControl for Fixed {
     fn pacing_rate(&self) -> u64 {
         self.rate_bps
     }
-    fn on_sent(&mut self, _now: Instant, _wire_bytes: u64) {}
+    fn on_sent(&mut self, _now: Instant, _wire_bytes: u64, _unused: Duration) {}
     fn on_feedback(&mut self, _now: Instant, _sample: &RateSample) {}
     fn on_path_silent(&mut self, _now: Instant) {}
     fn on_path_restored(&mut self, _now: Instant) {}

@@ -49,8 +49,10 @@ pub struct RateSample {
 pub trait RateControl {
     /// Current pacing rate, bits per second (IP bytes, see spec §7.1).
     fn pacing_rate(&self) -> u64;
-    /// A packet of `wire_bytes` left at `now`.
-    fn on_sent(&mut self, now: Instant, wire_bytes: u64);
+    /// A packet of `wire_bytes` left at `now`; before it the sender let `unused` of sending
+    /// time pass that its pacer will not make up ([`Pacer::forfeited`](crate::pacer::Pacer::forfeited)):
+    /// it had nothing to send, or could not send as fast as paced.
+    fn on_sent(&mut self, now: Instant, wire_bytes: u64, unused: Duration);
     /// A report arrived.
     fn on_feedback(&mut self, now: Instant, sample: &RateSample);
     /// No feedback for several probe timeouts: the path is silent (outage or handover).
@@ -174,8 +176,8 @@ impl RateControl for Controller {
     fn pacing_rate(&self) -> u64 {
         dispatch!(self, c => c.pacing_rate())
     }
-    fn on_sent(&mut self, now: Instant, wire_bytes: u64) {
-        dispatch!(self, c => c.on_sent(now, wire_bytes))
+    fn on_sent(&mut self, now: Instant, wire_bytes: u64, unused: Duration) {
+        dispatch!(self, c => c.on_sent(now, wire_bytes, unused))
     }
     fn on_feedback(&mut self, now: Instant, sample: &RateSample) {
         dispatch!(self, c => c.on_feedback(now, sample))

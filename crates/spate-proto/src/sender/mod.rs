@@ -152,6 +152,10 @@ pub struct Sender {
     probe_count: u32,
     probe_due: bool,
     silent: bool,
+    /// The last batch stopped with the pacer willing but the path not (data-in-flight bound
+    /// reached, or the path silent): the idle time before the next packet is the path's, not
+    /// the sender's, and is not reported to the controller as unused.
+    path_held: bool,
     loss_timer: Option<Instant>,
 
     close_pending: Option<(CloseCode, String)>,
@@ -211,6 +215,7 @@ impl Sender {
             probe_count: 0,
             probe_due: false,
             silent: false,
+            path_held: false,
             loss_timer: None,
             close_pending: None,
             events: VecDeque::new(),

@@ -14,6 +14,8 @@
 //! > number and the RETRANSMISSION flag. A sender never retransmits bytes it knows were
 //! > delivered.
 
+use core::time::Duration;
+
 use super::{Phase, Sender, Source, Transmit};
 use crate::cc::RateControl;
 use crate::codec::Writer;
@@ -101,7 +103,12 @@ impl Sender {
         self.stats.bytes_sent += len as u64;
         self.last_sent_at = now;
         let wire = (len + IP_UDP_OVERHEAD) as u64;
-        self.cc.on_sent(now, wire);
+        let unused = if core::mem::take(&mut self.path_held) {
+            Duration::ZERO
+        } else {
+            self.pacer.forfeited(now)
+        };
+        self.cc.on_sent(now, wire, unused);
         self.pacer.on_sent(now, wire, self.cc.pacing_rate());
     }
 
@@ -233,6 +240,9 @@ impl Sender {
             if n < self.datagram {
                 break;
             }
+        }
+        if self.pacer.may_send(now) && (self.silent || self.window_full()) {
+            self.path_held = true;
         }
         (len > 0).then_some(Transmit {
             len,

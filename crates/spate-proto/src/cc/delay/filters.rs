@@ -81,7 +81,7 @@ pub struct RateHistory {
 impl RateHistory {
     /// How far back rates are kept: beyond the longest loop delay of interest (400 ms RTT, its
     /// queue and the delivery window).
-    const KEEP: Duration = Duration::from_secs(4);
+    pub(super) const KEEP: Duration = Duration::from_secs(4);
 
     /// Record that the rate is `rate` from `now` on.
     pub fn push(&mut self, now: Instant, rate: f64) {
@@ -107,6 +107,56 @@ impl RateHistory {
     /// Forget history.
     pub fn clear(&mut self) {
         self.samples.clear();
+    }
+}
+
+/// Sending capacity the sender left unused: pacing credit it forfeited because it had nothing
+/// to send or could not keep pace (cumulative bits, marked once per report), so that a past
+/// window's pacing rate can be compared with what actually left.
+#[derive(Debug, Clone, Default)]
+pub struct Unused {
+    /// Bits forfeited so far.
+    total: f64,
+    /// (time, `total` then), time increasing; kept as long as [`RateHistory`] keeps rates.
+    marks: VecDeque<(Instant, f64)>,
+}
+
+impl Unused {
+    /// The sender let `bits` of sending capacity pass.
+    pub fn add(&mut self, bits: f64) {
+        self.total += bits;
+    }
+
+    /// Remember the total at `now` (called once per report).
+    pub fn mark(&mut self, now: Instant) {
+        self.marks.push_back((now, self.total));
+        while self
+            .marks
+            .front()
+            .is_some_and(|&(t, _)| now.saturating_since(t) > RateHistory::KEEP)
+        {
+            self.marks.pop_front();
+        }
+    }
+
+    /// Unused bits per second between the last marks at or before `from` and `to`; zero
+    /// when no mark is that old (at the start, and after [`clear`](Unused::clear)).
+    pub fn rate(&self, from: Instant, to: Instant) -> f64 {
+        let at = |t: Instant| {
+            let i = self.marks.partition_point(|&(s, _)| s <= t);
+            i.checked_sub(1).map(|i| self.marks[i])
+        };
+        match (at(from), at(to)) {
+            (Some((t0, v0)), Some((t1, v1))) if t1 > t0 => {
+                (v1 - v0) / t1.saturating_since(t0).as_secs_f64()
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// Forget history (after an outage).
+    pub fn clear(&mut self) {
+        self.marks.clear();
     }
 }
 
@@ -161,6 +211,31 @@ impl DeliveryRate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unused_rate_covers_marked_windows_only() {
+        let mut u = Unused::default();
+        u.add(1e9); // before the first mark: the start-up gap, not counted
+        u.mark(Instant::from_millis(0));
+        u.add(1e6);
+        u.mark(Instant::from_millis(10));
+        u.add(3e6);
+        u.mark(Instant::from_millis(20));
+        assert_eq!(
+            u.rate(Instant::from_millis(0), Instant::from_millis(20)),
+            2e8
+        );
+        assert_eq!(
+            u.rate(Instant::from_millis(15), Instant::from_millis(25)),
+            3e8
+        );
+        assert_eq!(u.rate(Instant::ZERO, Instant::ZERO), 0.0);
+        u.clear();
+        assert_eq!(
+            u.rate(Instant::from_millis(0), Instant::from_millis(20)),
+            0.0
+        );
+    }
 
     #[test]
     fn windowed_min_expires_old_minimum() {

@@ -22,7 +22,9 @@
 //!                                      r ← max(r · 2^(g·dt/rtt), D_last)
 //!                                      g ← min(1, g · 2^(dt/rtt))   (doublings per RTT)
 //! steer  otherwise:  r ← max(D' + (8·α − D·q) / T,  D'/4)            g ← 1/8
-//!                    D' = D / (1 − p) while D·q < 1.5·8·α, else D
+//!                    D' = D / (1 − p) while D·q < 1.5·8·α, else D;  plus u
+//! u      = sending capacity the sender left unused while the window's packets left (bits/s)
+//! limited: u > 5 % of the rate then:  no growth, and steering only cuts
 //! ```
 //!
 //! *Steer* is a proportional controller on a first-order plant: the queue obeys
@@ -47,6 +49,15 @@
 //!   the receiver's measured rate, minus the excess over `T` — within one RTT of the drop.
 //! * **Policies are values of α**: `fair` = α, `high` = 2α (twice a fair flow's share),
 //!   `low` = α/16 (a scavenger: about 1/17 of the link against a fair flow, all of it alone).
+//! * **A slow sender is not a slow path.** When the sender leaves pacing credit unused — it
+//!   had nothing to send, or its CPU could not keep pace (at 20 Gbit/s on two cores) — the
+//!   delivery rate measures the sender, not the path. Steering on it alone ratcheted the rate
+//!   down to every dip in what the sender managed (veth at ~20 Gbit/s: 13–17 Gbit/s
+//!   delivered, with growth overshooting to 30–49 Gbit/s in between, whose bursts made 0.5–1.3
+//!   ms queue spikes). So the unused rate `u` is added back to what was delivered, and while it
+//!   exceeds [`SENDER_LIMITED`] the rate is held: a higher pace would not be used, only let
+//!   out a burst once the sender catches up. Waits imposed by the in-flight bound or a silent
+//!   path are the path's doing and are not counted.
 //! * **Outages.** On a silent path the rate is saved; when feedback returns, sending resumes at
 //!   the saved rate instead of starting over.
 //! * **Drains keep floors true.** A flow that starts while others hold a queue takes that queue
@@ -71,7 +82,7 @@ mod filters;
 
 use core::time::Duration;
 
-pub use filters::{DeliveryRate, LossFraction, RateHistory, WindowedMin};
+pub use filters::{DeliveryRate, LossFraction, RateHistory, Unused, WindowedMin};
 
 use super::{RateControl, RateSample};
 use crate::time::Instant;
@@ -93,6 +104,10 @@ pub const INITIAL_RATE: u64 = 10_000_000;
 /// delivery matches that rate; random loss of a few per cent takes a few per cent. A path
 /// that delivers less than half of what was sent is full whatever the delay says.
 const KEEP_UP: f64 = 0.5;
+/// The sender counts as limited — by its CPU or by having nothing to send — when it left more
+/// than this fraction of its pacing rate unused. A sender that keeps pace forfeits nothing
+/// (the pacer lets it make up 1 ms); 5 % leaves room for the odd late wake-up.
+const SENDER_LIMITED: f64 = 0.05;
 /// Growth speed right after a cut, doublings per RTT (1/8: +9 % per RTT).
 const MIN_GROWTH: f64 = 0.125;
 /// Steering horizon T in loop delays: the queue error is corrected over
@@ -212,6 +227,8 @@ pub struct Delay {
     /// Since when the queue has been below a quarter of this flow's share.
     empty_since: Option<Instant>,
     probe: Probe,
+    /// Sending capacity left unused (the sender was idle or slower than paced).
+    unused: Unused,
 }
 
 impl Delay {
@@ -245,6 +262,7 @@ impl Delay {
             probe: Probe::Idle {
                 next: Instant::ZERO,
             },
+            unused: Unused::default(),
         }
     }
 
@@ -329,7 +347,11 @@ impl RateControl for Delay {
         r as u64
     }
 
-    fn on_sent(&mut self, now: Instant, _wire_bytes: u64) {
+    fn on_sent(&mut self, now: Instant, _wire_bytes: u64, unused: Duration) {
+        if !unused.is_zero() {
+            self.unused
+                .add(unused.as_secs_f64() * self.pacing_rate() as f64);
+        }
         if let Probe::Up {
             kind,
             start,
@@ -401,9 +423,16 @@ impl RateControl for Delay {
         // first two RTTs, when deliveries still include the handshake's idle time).
         // A single short window can fall behind by chance (reordered packets, a report gap),
         // so it must stay behind for a whole RTT.
-        let behind = match (d, self.sent.at(now.saturating_sub(rtt + window))) {
+        // The window's packets left between rtt + window and rtt ago, paced at `then`, of
+        // which `unused` bits/s the sender did not send (nothing to send, or a busy CPU).
+        self.unused.mark(now);
+        let sent_from = now.saturating_sub(rtt + window);
+        let unused = self.unused.rate(sent_from, now.saturating_sub(rtt));
+        let then = self.sent.at(sent_from);
+        let limited = then.is_some_and(|r| unused > SENDER_LIMITED * r);
+        let behind = match (d, then) {
             // Raw D, not credited for loss: overflow counted as loss must not excuse it.
-            (Some(d), Some(then)) => d < KEEP_UP * then,
+            (Some(d), Some(then)) => d < KEEP_UP * (then - unused),
             _ => false,
         };
         if !behind {
@@ -428,13 +457,21 @@ impl RateControl for Delay {
                 // distance from holding α bytes in the queue, over the horizon T.
                 // Loss with a queue near its target is random loss: the bottleneck drained
                 // more than arrived. Loss with a large queue is (also) overflow: no credit.
-                let sent = if d * q < CREDIT_BELOW * self.alpha_bits {
+                let path = if d * q < CREDIT_BELOW * self.alpha_bits {
                     d / (1.0 - self.loss.fraction())
                 } else {
                     d
                 };
+                // What the path delivered is all it was given when the sender left capacity
+                // unused: add that back, or a sender short of CPU (or of data) would ratchet
+                // its rate down to whatever it last managed to send.
+                let sent = path + unused;
                 let horizon = STEER_RTTS * (rtt_s + FEEDBACK_DELAY);
-                let target = sent + (self.alpha_bits - d * q) / horizon;
+                let mut target = sent + (self.alpha_bits - d * q) / horizon;
+                if limited {
+                    // A faster pace would not be used: hold, but cut for a queue.
+                    target = target.min(self.rate);
+                }
                 self.rate = target.max(sent * MIN_STEER_FRACTION);
                 self.last_steered = sent;
                 self.growth = MIN_GROWTH;
@@ -446,6 +483,9 @@ impl RateControl for Delay {
                     self.settled_since = None;
                 }
             }
+            // Spare capacity, but the sender does not use the pace it has: growing the pace
+            // would only let a burst out when the sender catches up.
+            _ if limited => self.settled_since = None,
             _ => {
                 // Grow: far less queue than this flow's share: there is spare capacity. Return
                 // at once to the rate last steered to, grow beyond it.
@@ -474,6 +514,7 @@ impl RateControl for Delay {
         // Measurements across the outage describe nothing; give the path one report cycle.
         self.delivery.clear();
         self.sent.clear();
+        self.unused.clear();
         self.behind_since = None;
         self.last_update = None;
         self.probe = Probe::Idle {

@@ -195,3 +195,55 @@ fn does_not_grow_when_delivery_falls_behind_though_no_queue_shows() {
     );
     assert!(r < 300e6, "rate {r}");
 }
+
+#[test]
+fn a_sender_short_of_cpu_keeps_its_pace() {
+    // The sender manages 18–22 Gbit/s (its CPU), whatever it is paced at; the path takes
+    // everything with 0–40 µs of scheduling noise in the one-way delay. Taking what was
+    // delivered for the path's rate, the rate ratcheted down to each dip in what the sender
+    // managed (using 95 % of what the CPU could do); with the unused capacity added back, the
+    // pace stays above what the sender manages.
+    let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+    c.rate = 21e9;
+    c.empty_since = None;
+    let mut seed = 0x2545_f491_u64;
+    let mut noise = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % 1000) as f64 / 1000.0
+    };
+    let mut bytes = 0u64;
+    let (mut used, mut offered) = (0.0, 0.0);
+    for i in 0..500u64 {
+        let now = Instant::from_millis(i * 10);
+        let pace = c.pacing_rate() as f64;
+        let cpu = 18e9 + 4e9 * noise();
+        let sent = pace.min(cpu);
+        let unused = Duration::from_secs_f64((1.0 - sent / pace) * 0.01);
+        c.on_sent(now, 1500, unused);
+        bytes += (sent / 8.0 * 0.01 * 1472.0 / 1500.0) as u64;
+        let s = RateSample {
+            rtt: Some(MS / 10),
+            srtt: MS / 10,
+            min_rtt: MS / 10,
+            one_way_delay_us: Some(50 + (40.0 * noise()) as i64),
+            receiver_bytes: bytes,
+            receiver_time_us: i * 10_000,
+            acked_bytes: 0,
+            lost_bytes: 0,
+            in_flight_bytes: 0,
+            datagram_bytes: 1472,
+        };
+        c.on_feedback(now, &s);
+        if i >= 100 {
+            used += sent;
+            offered += cpu;
+        }
+    }
+    assert!(
+        used / offered > 0.99,
+        "used {:.3} of what the sender could do",
+        used / offered
+    );
+}
