@@ -4,15 +4,18 @@
 //! Next to `.NAME.spate-part` the writer keeps `.NAME.spate-journal`, a text file:
 //!
 //! ```text
-//! spate-journal 1 size=1073741824 digest=9f2c…(64 hex) mtime=1700000000.5
-//! 0 3b7e…(64 hex: BLAKE3 of block 0)
+//! spate-journal 2 size=1073741824 digest=9f2c…(64 hex) mtime=1700000000.5
+//! 0 3b7e…(64 hex: BLAKE3 chaining value of block 0)
 //! 7 a01c…
 //! ```
 //!
 //! The header names the source file the partial belongs to (size, the sender's BLAKE3 digest,
 //! modification time): a resume for a changed source starts over. Each later line records one
 //! [`BLOCK`]-sized block (the last may be shorter) that was completely written, with the BLAKE3
-//! of its bytes, appended when the block completed. On resume every listed block is read back
+//! chaining value of its bytes — its subtree in the file's BLAKE3 tree, which the writer
+//! computes anyway to assemble the file's digest (`treehash.rs`) — appended when the block
+//! completed. (Version 1 journals held each block's own BLAKE3 hash; they are ignored, and the
+//! file starts over.) On resume every listed block is read back
 //! and hashed again; only blocks whose digest still matches are reported as held, so a partial
 //! file damaged after it was written (bit rot, a torn write, someone editing it) is repaired by
 //! sending those blocks again, never accepted. A line cut short by a crash ends the journal.
@@ -23,16 +26,17 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use spate_proto::Entry;
+
+use crate::treehash::read_block_cv;
 
 /// Journal block: 1 MiB. Small enough that a kill loses little, large enough that a 4 GiB
 /// file needs only 4096 lines (~280 KiB) and hashing a block costs far more than its line.
 pub const BLOCK: u64 = 1 << 20;
 
-const MAGIC: &str = "spate-journal 1";
+const MAGIC: &str = "spate-journal 2";
 
 /// `.NAME.spate-part` for a final path.
 pub fn part_path(target: &Path) -> PathBuf {
@@ -62,14 +66,6 @@ fn header(e: &Entry) -> String {
 pub fn block_range(i: u64, size: u64) -> std::ops::Range<u64> {
     let start = i.saturating_mul(BLOCK).min(size);
     start..start.saturating_add(BLOCK).min(size)
-}
-
-/// BLAKE3 of block `i` of `f`, read back from the file.
-pub fn hash_block(f: &File, i: u64, size: u64, buf: &mut Vec<u8>) -> io::Result<[u8; 32]> {
-    let r = block_range(i, size);
-    buf.resize((r.end - r.start) as usize, 0);
-    f.read_exact_at(buf, r.start)?;
-    Ok(*blake3::hash(buf).as_bytes())
 }
 
 /// An open journal, appended to as blocks complete.
@@ -132,7 +128,7 @@ pub fn salvage(target: &Path, entry: &Entry) -> Option<Salvage> {
         if i >= blocks || std::mem::replace(&mut seen[i as usize], true) {
             continue;
         }
-        match hash_block(&part, i, entry.size, &mut buf) {
+        match read_block_cv(&part, i, entry.size, &mut buf) {
             Ok(got) if got == h => out.good.push((i, h)),
             _ => out.damaged += 1,
         }
@@ -167,6 +163,7 @@ pub fn hex(b: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileExt;
 
     #[test]
     fn salvage_keeps_matching_blocks_and_drops_damaged_ones() {
@@ -181,7 +178,7 @@ mod tests {
         let mut buf = Vec::new();
         let blocks: Vec<_> = [0, 1, 3]
             .iter()
-            .map(|&i| (i, hash_block(&part, i, size, &mut buf).unwrap()))
+            .map(|&i| (i, read_block_cv(&part, i, size, &mut buf).unwrap()))
             .collect();
         let mut j = Journal::create(&journal_path(&target), &entry, &blocks[..2]).unwrap();
         j.append(blocks[2].0, &blocks[2].1).unwrap();

@@ -39,6 +39,7 @@ pub mod send;
 pub mod serve;
 pub mod sink;
 pub mod source;
+pub mod treehash;
 pub mod udp;
 
 /// UDP port `spate serve` listens on unless told otherwise.

@@ -3,8 +3,10 @@
 //!
 //! For each file the writer creates `.NAME.spate-part` next to the final name, sized to the
 //! file at once (a sparse file: ranges that arrive as zeros are left as holes and read back as
-//! zeros, so a sparse 4 GiB file stays sparse). When the protocol reports the object complete,
-//! the writer re-reads the temporary file, compares its BLAKE3 digest with the manifest's,
+//! zeros, so a sparse 4 GiB file stays sparse). The writer hashes each 1 MiB block as its bytes
+//! are written (`treehash.rs`: from the write buffers while they arrive in order, reading back
+//! only what followed a gap). When the protocol reports the object complete, the writer
+//! assembles the file's BLAKE3 digest from the blocks', compares it with the manifest's,
 //! applies permission bits (setuid/setgid/sticky dropped) and modification time, and renames it
 //! over the final name. A mismatch removes the temporary file and fails the session with a
 //! message naming the file: a corrupt file is never put in place.
@@ -29,12 +31,14 @@ use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender, TryRe
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
+use blake3::hazmat::{ChainingValue, HasherExt};
 use spate_proto::ranges::RangeSet;
 use spate_proto::{Entry, EntryKind, Manifest};
 
 use crate::confine::Root;
 use crate::journal::{self, Journal, BLOCK};
 use crate::scan::digest_reader;
+use crate::treehash::{self, BlockHasher};
 
 /// Size of a write buffer: 256 KiB (181 chunks), large sequential writes.
 const WRITE_BUF: usize = 256 << 10;
@@ -263,10 +267,28 @@ struct Open {
     fresh: bool,
     /// Bytes written, including reused blocks.
     written: RangeSet,
-    /// Blocks already in the journal.
-    journaled: Vec<bool>,
+    /// File size in bytes.
+    size: u64,
+    /// Chaining values of the completed blocks of a file of more than one block (empty for
+    /// smaller files).
+    cvs: Vec<Option<ChainingValue>>,
+    /// Hashers of the blocks being written.
+    hashing: HashMap<u64, BlockHasher>,
+    /// The digest of a file of one block or less, once complete.
+    digest: Option<[u8; 32]>,
     /// None for files of one block or less: their only block completes with the file.
     journal: Option<Journal>,
+}
+
+impl Open {
+    /// Block `i` is complete and hashed (or does not exist).
+    fn block_done(&self, i: u64) -> bool {
+        if self.size > BLOCK {
+            self.cvs.get(i as usize) != Some(&None)
+        } else {
+            self.digest.is_some() || i > 0
+        }
+    }
 }
 
 impl Writer {
@@ -337,7 +359,10 @@ impl Writer {
                 file,
                 fresh,
                 written: RangeSet::new(),
-                journaled: vec![false; blocks],
+                size: entry.size,
+                cvs: vec![None; if entry.size > BLOCK { blocks } else { 0 }],
+                hashing: HashMap::new(),
+                digest: (entry.size == 0).then(|| *blake3::hash(b"").as_bytes()),
                 journal: if entry.size > BLOCK {
                     Some(Journal::create(
                         &journal::journal_path(&target),
@@ -348,10 +373,10 @@ impl Writer {
                     None
                 },
             };
-            for &(i, _) in &reuse {
+            for &(i, cv) in &reuse {
                 open.written.insert(journal::block_range(i, entry.size));
-                if let Some(j) = open.journaled.get_mut(i as usize) {
-                    *j = true;
+                if let Some(slot) = open.cvs.get_mut(i as usize) {
+                    *slot = Some(cv);
                 }
             }
             self.open.insert(object, open);
@@ -371,17 +396,32 @@ impl Writer {
         }
         let end = offset + bytes.len() as u64;
         open.written.insert(offset..end);
-        let Some(journal) = open.journal.as_mut() else {
-            return Ok(());
-        };
-        // Journal the blocks this write completed.
+        // Hash the blocks this write touched; journal those it completed.
         for i in offset / BLOCK..end.div_ceil(BLOCK) {
-            let done = open.journaled.get(i as usize) == Some(&false)
-                && open.written.contains_range(journal::block_range(i, size));
-            if done {
-                let h = journal::hash_block(&open.file, i, size, scratch)?;
-                journal.append(i, &h)?;
-                open.journaled[i as usize] = true;
+            if open.block_done(i) {
+                continue; // a duplicate
+            }
+            let block = journal::block_range(i, size);
+            let (from, to) = (offset.max(block.start), end.min(block.end));
+            if from >= to {
+                continue; // not possible for DATA within the file (the protocol checks)
+            }
+            let piece = &bytes[(from - offset) as usize..(to - offset) as usize];
+            let h = open.hashing.entry(i).or_insert_with(|| BlockHasher::new(i));
+            h.feed(from - block.start, piece);
+            if !open.written.contains_range(block) {
+                continue;
+            }
+            let h = open.hashing.remove(&i).expect("inserted above");
+            let hasher = h.finish(&open.file, i, size, scratch)?;
+            if size > BLOCK {
+                let cv = hasher.finalize_non_root();
+                if let Some(journal) = open.journal.as_mut() {
+                    journal.append(i, &cv)?;
+                }
+                open.cvs[i as usize] = Some(cv);
+            } else {
+                open.digest = Some(*hasher.finalize().as_bytes());
             }
         }
         Ok(())
@@ -411,11 +451,24 @@ impl Writer {
             return Ok(()); // already there with the right digest
         }
         self.file(object)?;
-        let f = self.open.remove(&object).expect("opened above").file;
+        let open = self.open.remove(&object).expect("opened above");
+        let f = open.file;
         let tmp = journal::part_path(&target);
         if let Some(want) = digest {
-            let mut r = io::BufReader::with_capacity(1 << 20, &f);
-            let (got, _) = digest_reader(&mut r, &mut |_| {})?;
+            let cvs: Option<Vec<_>> = open.cvs.iter().copied().collect();
+            let got = match (open.digest, cvs) {
+                (Some(d), _) => d,
+                (None, Some(cvs)) if open.size > BLOCK => treehash::file_digest(&cvs, open.size)
+                    .ok_or_else(|| {
+                        io::Error::other("internal error: block count does not match the size")
+                    })?,
+                // Not every block was hashed, though the protocol said the file is complete:
+                // hash the file.
+                _ => {
+                    let mut r = io::BufReader::with_capacity(1 << 20, &f);
+                    digest_reader(&mut r, &mut |_| {})?.0
+                }
+            };
             if got != want {
                 drop(f);
                 journal::discard(&target);
