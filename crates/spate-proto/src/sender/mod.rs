@@ -426,13 +426,17 @@ impl Sender {
     /// The in-flight bound of spec §7.2: at most twice the data the current rate puts in flight
     /// over one report cycle (RTT + feedback interval + reordering window), and at least 64 KiB.
     fn window_full(&self) -> bool {
+        self.ledger.in_flight_bytes() >= self.window_cap()
+    }
+
+    /// The in-flight bound of §7.2, bytes.
+    fn window_cap(&self) -> u64 {
         let cycle = self.rtt.smoothed()
             + self.cfg.feedback_interval
             + self.rtt.var() * 4
             + Duration::from_millis(10);
         let bytes = u128::from(self.cc.pacing_rate()) * cycle.as_nanos() * 2 / 8_000_000_000;
-        let cap = u64::try_from(bytes).unwrap_or(u64::MAX).max(64 << 10);
-        self.ledger.in_flight_bytes() >= cap
+        u64::try_from(bytes).unwrap_or(u64::MAX).max(64 << 10)
     }
 
     /// All data is delivered and the receiver is still verifying it.

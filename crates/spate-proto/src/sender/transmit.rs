@@ -212,9 +212,11 @@ impl Sender {
     ) -> Option<Transmit> {
         let mut len = 0;
         let mut segment = 0;
+        // The bound moves with the rate, which a batch hardly changes: computed once.
+        let cap = self.window_cap();
         while !self.silent
             && self.pacer.may_send(now)
-            && !self.window_full()
+            && self.ledger.in_flight_bytes() < cap
             && buf.len() - len >= self.datagram
         {
             let Some((chunk, retransmission)) = self.next_chunk() else {
@@ -241,7 +243,7 @@ impl Sender {
                 break;
             }
         }
-        if self.pacer.may_send(now) && (self.silent || self.window_full()) {
+        if self.pacer.may_send(now) && (self.silent || self.ledger.in_flight_bytes() >= cap) {
             self.path_held = true;
         }
         (len > 0).then_some(Transmit {
