@@ -26,7 +26,7 @@ fn bench_io_measures_every_row() {
         &["loopback"]
     };
     for path in paths {
-        for test in ["raw UDP", "Spate memory", "Spate file"] {
+        for test in ["raw UDP", "Spate memory", "Spate file", "tmpfs write"] {
             let r = rows
                 .iter()
                 .find(|r| r["path"] == *path && r["test"].as_str().unwrap().starts_with(test))
