@@ -4,6 +4,23 @@ use super::*;
 
 const MS: Duration = Duration::from_millis(1);
 
+/// A report with RTT `rtt`, one-way delay `owd_us`, and the receiver's cumulative byte count
+/// and clock.
+fn report(rtt: Duration, owd_us: i64, receiver_bytes: u64, receiver_time_us: u64) -> RateSample {
+    RateSample {
+        rtt: Some(rtt),
+        srtt: rtt,
+        min_rtt: rtt,
+        one_way_delay_us: Some(owd_us),
+        receiver_bytes,
+        receiver_time_us,
+        acked_bytes: 0,
+        lost_bytes: 0,
+        in_flight_bytes: 0,
+        datagram_bytes: 1472,
+    }
+}
+
 /// Feed a report every 10 ms for `n` reports; `owd(i)` gives the one-way delay (µs) and
 /// `deliver(i)` the bytes delivered in that interval. Returns the final rate.
 fn drive(
@@ -18,19 +35,7 @@ fn drive(
     for i in 0..n {
         let now = Instant::from_millis(start + i * 10);
         bytes += deliver(i, c.rate);
-        let s = RateSample {
-            rtt: Some(rtt),
-            srtt: rtt,
-            min_rtt: rtt,
-            one_way_delay_us: Some(owd(i)),
-            receiver_bytes: bytes,
-            receiver_time_us: (start + i * 10) * 1000,
-            acked_bytes: 0,
-            lost_bytes: 0,
-            in_flight_bytes: 0,
-            datagram_bytes: 1472,
-        };
-        c.on_feedback(now, &s);
+        c.on_feedback(now, &report(rtt, owd(i), bytes, (start + i * 10) * 1000));
     }
     c.rate
 }
@@ -110,19 +115,9 @@ fn fluid(c: &mut Delay, cap: f64, base_us: i64, rtt: Duration, secs: u64) -> (f6
             continue;
         }
         let (j, q_then, d_then) = history.pop_front().unwrap();
-        let s = RateSample {
-            rtt: Some(rtt),
-            srtt: rtt,
-            min_rtt: rtt,
-            one_way_delay_us: Some(base_us + (q_then / cap * 1e6) as i64),
-            receiver_bytes: (d_then / 8.0 * 1472.0 / 1500.0) as u64,
-            receiver_time_us: j * 10_000,
-            acked_bytes: 0,
-            lost_bytes: 0,
-            in_flight_bytes: 0,
-            datagram_bytes: 1472,
-        };
-        c.on_feedback(now, &s);
+        let owd = base_us + (q_then / cap * 1e6) as i64;
+        let bytes = (d_then / 8.0 * 1472.0 / 1500.0) as u64;
+        c.on_feedback(now, &report(rtt, owd, bytes, j * 10_000));
     }
     (
         c.rate,
@@ -223,19 +218,8 @@ fn a_sender_short_of_cpu_keeps_its_pace() {
         let unused = Duration::from_secs_f64((1.0 - sent / pace) * 0.01);
         c.on_sent(now, 1500, unused);
         bytes += (sent / 8.0 * 0.01 * 1472.0 / 1500.0) as u64;
-        let s = RateSample {
-            rtt: Some(MS / 10),
-            srtt: MS / 10,
-            min_rtt: MS / 10,
-            one_way_delay_us: Some(50 + (40.0 * noise()) as i64),
-            receiver_bytes: bytes,
-            receiver_time_us: i * 10_000,
-            acked_bytes: 0,
-            lost_bytes: 0,
-            in_flight_bytes: 0,
-            datagram_bytes: 1472,
-        };
-        c.on_feedback(now, &s);
+        let owd = 50 + (40.0 * noise()) as i64;
+        c.on_feedback(now, &report(MS / 10, owd, bytes, i * 10_000));
         if i >= 100 {
             used += sent;
             offered += cpu;
