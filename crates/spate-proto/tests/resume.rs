@@ -157,6 +157,16 @@ fn total() -> u64 {
 
 const HELD: [(u32, Range<u64>); 3] = [(1, 0..60_000), (1, 80_000..90_000), (2, 0..50_000)];
 
+/// The sender's last event is `Complete`.
+fn assert_completed(o: &Outcome) {
+    assert_eq!(
+        o.events.last(),
+        Some(&SenderEvent::Complete),
+        "{:?}",
+        o.events
+    );
+}
+
 fn held_bytes() -> u64 {
     HELD.iter().map(|(_, r)| r.end - r.start).sum()
 }
@@ -165,12 +175,7 @@ fn held_bytes() -> u64 {
 fn resume_skips_held_bytes_and_delivers_exactly() {
     // The receiver takes 1 s to look at its partial files; the first HAVE is lost.
     let o = run(true, true, &HELD, Duration::from_secs(1), true);
-    assert_eq!(
-        o.events.last(),
-        Some(&SenderEvent::Complete),
-        "{:?}",
-        o.events
-    );
+    assert_completed(&o);
     assert!(o.exact);
     assert_eq!(o.stats.resumed_bytes, held_bytes());
     assert_eq!(o.stats.delivered_bytes, total() - held_bytes());
@@ -188,12 +193,7 @@ fn resume_skips_held_bytes_and_delivers_exactly() {
 fn everything_held_sends_no_file_data() {
     let all: Vec<(u32, Range<u64>)> = (1..=3).map(|o| (o, 0..SIZES[o as usize - 1])).collect();
     let o = run(true, true, &all, Duration::from_millis(100), false);
-    assert_eq!(
-        o.events.last(),
-        Some(&SenderEvent::Complete),
-        "{:?}",
-        o.events
-    );
+    assert_completed(&o);
     assert_eq!(o.written, 0);
     assert_eq!(o.stats.resumed_bytes, total());
     assert!(o.exact);
@@ -202,12 +202,7 @@ fn everything_held_sends_no_file_data() {
 #[test]
 fn a_receiver_that_does_not_offer_resume_gets_everything() {
     let o = run(true, false, &HELD, Duration::ZERO, false);
-    assert_eq!(
-        o.events.last(),
-        Some(&SenderEvent::Complete),
-        "{:?}",
-        o.events
-    );
+    assert_completed(&o);
     assert_eq!(o.stats.resumed_bytes, 0);
     assert_eq!(o.written, total());
     assert!(o.exact);
@@ -216,12 +211,7 @@ fn a_receiver_that_does_not_offer_resume_gets_everything() {
 #[test]
 fn a_sender_that_does_not_ask_gets_no_have() {
     let o = run(false, true, &HELD, Duration::ZERO, false);
-    assert_eq!(
-        o.events.last(),
-        Some(&SenderEvent::Complete),
-        "{:?}",
-        o.events
-    );
+    assert_completed(&o);
     assert_eq!(o.stats.resumed_bytes, 0);
     assert_eq!(o.written, total());
 }

@@ -267,8 +267,6 @@ struct Open {
     fresh: bool,
     /// Bytes written, including reused blocks.
     written: RangeSet,
-    /// File size in bytes.
-    size: u64,
     /// Chaining values of the completed blocks of a file of more than one block (empty for
     /// smaller files).
     cvs: Vec<Option<ChainingValue>>,
@@ -281,9 +279,9 @@ struct Open {
 }
 
 impl Open {
-    /// Block `i` is complete and hashed (or does not exist).
-    fn block_done(&self, i: u64) -> bool {
-        if self.size > BLOCK {
+    /// Block `i` of this file of `size` bytes is complete and hashed (or does not exist).
+    fn block_done(&self, i: u64, size: u64) -> bool {
+        if size > BLOCK {
             self.cvs.get(i as usize) != Some(&None)
         } else {
             self.digest.is_some() || i > 0
@@ -359,7 +357,6 @@ impl Writer {
                 file,
                 fresh,
                 written: RangeSet::new(),
-                size: entry.size,
                 cvs: vec![None; if entry.size > BLOCK { blocks } else { 0 }],
                 hashing: HashMap::new(),
                 digest: (entry.size == 0).then(|| *blake3::hash(b"").as_bytes()),
@@ -398,7 +395,7 @@ impl Writer {
         open.written.insert(offset..end);
         // Hash the blocks this write touched; journal those it completed.
         for i in offset / BLOCK..end.div_ceil(BLOCK) {
-            if open.block_done(i) {
+            if open.block_done(i, size) {
                 continue; // a duplicate
             }
             let block = journal::block_range(i, size);
@@ -430,6 +427,7 @@ impl Writer {
     fn finish(&mut self, object: u32) -> io::Result<()> {
         let (e, target) = self.entry(object)?;
         let (kind, mode, mtime, digest, path) = (e.kind, e.mode, e.mtime, e.digest, e.path.clone());
+        let size = e.size;
         let target = target.clone();
         if kind == EntryKind::Directory {
             match fs::symlink_metadata(&target) {
@@ -458,10 +456,11 @@ impl Writer {
             let cvs: Option<Vec<_>> = open.cvs.iter().copied().collect();
             let got = match (open.digest, cvs) {
                 (Some(d), _) => d,
-                (None, Some(cvs)) if open.size > BLOCK => treehash::file_digest(&cvs, open.size)
-                    .ok_or_else(|| {
+                (None, Some(cvs)) if size > BLOCK => {
+                    treehash::file_digest(&cvs, size).ok_or_else(|| {
                         io::Error::other("internal error: block count does not match the size")
-                    })?,
+                    })?
+                }
                 // Not every block was hashed, though the protocol said the file is complete:
                 // hash the file.
                 _ => {
