@@ -39,31 +39,47 @@ impl RangeSet {
     }
 
     /// Add `r`; returns how many values were not in the set before.
+    ///
+    /// The common case — `r` reaches into or continues the highest range, as data arriving in
+    /// order does — walks only the tree's right edge and changes that range's end in place.
+    /// (Searching for neighbours and re-inserting cost a quarter of a receiver's CPU at
+    /// 20 Gbit/s.) Otherwise neighbours are found with two searches, and a range continued
+    /// from below is still changed in place.
     pub fn insert(&mut self, r: Range<u64>) -> u64 {
         if r.start >= r.end {
             return 0;
         }
-        let (mut start, mut end) = (r.start, r.end);
-        let before = self.covered;
-        // Absorb a range that starts at or before `start` and reaches it.
-        if let Some((&s, &e)) = self.map.range(..=start).next_back() {
-            if e >= start {
-                if e >= end {
-                    return 0;
-                }
-                start = s;
-                self.covered -= e - s;
-                self.map.remove(&s);
+        if let Some(mut last) = self.map.last_entry() {
+            if *last.key() <= r.start && r.start <= *last.get() {
+                let e = last.get_mut();
+                let new = r.end.saturating_sub(*e);
+                *e += new;
+                self.covered += new;
+                return new;
             }
         }
-        // Absorb every range that starts inside or adjacent to [start, end].
-        while let Some((&s, &e)) = self.map.range(start..=end).next() {
+        let before = self.covered;
+        let mut end = r.end;
+        // Absorb every range that starts after `r.start` and inside or adjacent to `r`. (None
+        // can start inside the range that holds `r.start`: ranges are disjoint.)
+        while let Some((&s, &e)) = self.map.range(r.start + 1..=end).next() {
             self.covered -= e - s;
             self.map.remove(&s);
             end = end.max(e);
         }
-        self.map.insert(start, end);
-        self.covered += end - start;
+        // Extend the range that starts at or before `r.start` and reaches it, or start one.
+        match self.map.range_mut(..=r.start).next_back() {
+            Some((_, e)) if *e >= r.start => {
+                if *e < end {
+                    self.covered += end - *e;
+                    *e = end;
+                }
+            }
+            _ => {
+                self.map.insert(r.start, end);
+                self.covered += end - r.start;
+            }
+        }
         self.covered - before
     }
 
