@@ -82,8 +82,11 @@ impl Sender {
         }
         let mut acked_bytes = 0u64;
         let mut largest_sent_at = None;
+        // Acknowledged chunks, merged while each continues the one before (data sent in order
+        // is acknowledged in runs): one insert into the delivered set per run, not per packet.
+        let mut run: Option<(u32, core::ops::Range<u64>)> = None;
         for o in &outcomes {
-            match *o {
+            let packet = match *o {
                 AckOutcome::Acked {
                     pn,
                     packet,
@@ -96,9 +99,7 @@ impl Sender {
                     if let Some(d) = overtaken_by {
                         self.reorder.on_reorder(now, d);
                     }
-                    if let SentKind::Data { chunk, .. } = packet.kind {
-                        self.mark_delivered(chunk.object, chunk.offset..chunk.end());
-                    }
+                    packet
                 }
                 AckOutcome::Spurious { packet, .. } => {
                     self.stats.spurious_losses += 1;
@@ -106,11 +107,27 @@ impl Sender {
                     let current = self.reorder.window(now, self.rtt.min());
                     self.reorder
                         .on_spurious(now, now.saturating_since(expected), current);
-                    if let SentKind::Data { chunk, .. } = packet.kind {
-                        self.mark_delivered(chunk.object, chunk.offset..chunk.end());
+                    packet
+                }
+            };
+            let SentKind::Data { chunk, .. } = packet.kind else {
+                continue;
+            };
+            match &mut run {
+                Some((object, r)) if *object == chunk.object && r.end == chunk.offset => {
+                    r.end = chunk.end();
+                }
+                _ => {
+                    if let Some((object, r)) =
+                        run.replace((chunk.object, chunk.offset..chunk.end()))
+                    {
+                        self.mark_delivered(object, r);
                     }
                 }
             }
+        }
+        if let Some((object, r)) = run {
+            self.mark_delivered(object, r);
         }
         self.scratch = outcomes;
 
@@ -148,6 +165,7 @@ impl Sender {
             acked_bytes,
             lost_bytes,
             in_flight_bytes: self.ledger.in_flight_bytes(),
+            batch_time: self.batch_hold(),
             datagram_bytes: self.datagram as u64,
         };
         self.cc.on_feedback(now, &sample);
