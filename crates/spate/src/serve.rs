@@ -12,7 +12,7 @@
 //! files that an older, still open session is writing (typically one whose sender was killed
 //! and has not timed out yet): the older session is closed and its partial files are kept.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -80,7 +80,9 @@ pub struct Server {
     socket: Socket,
     root: Root,
     clock: Clock,
-    sessions: HashMap<u32, Session>,
+    /// By session id. A B-tree, not a hash map: at most [`MAX_SESSIONS`], and SipHash of the id
+    /// of every datagram was 4 % of the receiver's CPU.
+    sessions: BTreeMap<u32, Session>,
     discard: bool,
 }
 
@@ -94,7 +96,7 @@ impl Server {
             socket,
             root,
             clock: Clock::new(),
-            sessions: HashMap::new(),
+            sessions: BTreeMap::new(),
             discard: false,
         })
     }
