@@ -32,6 +32,13 @@ pub struct SenderConfig {
     /// Resume an interrupted transfer (HELLO flag RESUME, spec §8.3): if the receiver offers
     /// it, file data waits for its HAVE, and the bytes it lists are not sent.
     pub resume: bool,
+    /// Datagrams the driver sends with one system call (UDP GSO); 1 without batching. The
+    /// buffers it passes to `poll_transmit` should hold that many. With more than one, the
+    /// sender releases data a batch at a time, waiting up to
+    /// [`MAX_BATCH_HOLD`](crate::pacer::MAX_BATCH_HOLD) until a whole batch is due (spec §7.1):
+    /// on a veth pair, one core sent 24–27 Gbit/s in full 44-datagram batches, 17–25 in the
+    /// batches pacing happened to leave (31 datagrams on average).
+    pub batch: usize,
 }
 
 impl SenderConfig {
@@ -46,6 +53,7 @@ impl SenderConfig {
             rate,
             verify: false,
             resume: false,
+            batch: 1,
         }
     }
 }

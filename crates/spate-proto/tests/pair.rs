@@ -39,12 +39,26 @@ struct Outcome {
     end: Instant,
     sender: Sender,
     receiver: Option<Receiver>,
+    /// Datagrams in each DATA batch the sender released, with its time.
+    batches: Vec<(Instant, usize)>,
 }
 
 /// Run a transfer of `sizes` over a link with one-way delay `owd`, where `forward(n)` and
 /// `reverse(n)` decide the fate of the n-th datagram each way. Bounded to 10 minutes of virtual
 /// time and 10 million steps.
 fn run(
+    sizes: &[u64],
+    rate_bps: u64,
+    owd: Duration,
+    forward: impl Fn(u64, Instant) -> Fate,
+    reverse: impl Fn(u64, Instant) -> Fate,
+) -> Outcome {
+    run_batched(1, sizes, rate_bps, owd, forward, reverse)
+}
+
+/// [`run`] with a sender that sends up to `batch` datagrams at once (as with UDP GSO).
+fn run_batched(
+    batch: usize,
     sizes: &[u64],
     rate_bps: u64,
     owd: Duration,
@@ -59,19 +73,16 @@ fn run(
             .collect(),
     };
     let mut files: Vec<Vec<u8>> = sizes.iter().map(|&s| vec![0u8; s as usize]).collect();
-    let mut sender = Sender::new(
-        SenderConfig::new(RateConfig::fixed(rate_bps)),
-        42,
-        &manifest,
-        Instant::ZERO,
-    )
-    .unwrap();
+    let mut cfg = SenderConfig::new(RateConfig::fixed(rate_bps));
+    cfg.batch = batch;
+    let mut sender = Sender::new(cfg, 42, &manifest, Instant::ZERO).unwrap();
     let mut receiver: Option<Receiver> = None;
     // (arrival time, sequence) -> (to_receiver, bytes)
     let mut wire: BTreeMap<(Instant, u64), (bool, Vec<u8>)> = BTreeMap::new();
     let (mut seq, mut fwd_n, mut rev_n) = (0u64, 0u64, 0u64);
     let mut now = Instant::ZERO;
-    let mut buf = vec![0u8; 1472];
+    let mut buf = vec![0u8; 1472 * batch];
+    let mut batches = vec![];
     let (mut sender_events, mut receiver_events) = (vec![], vec![]);
     let mut send =
         |wire: &mut BTreeMap<_, _>, to_rx: bool, now: Instant, bytes: &[u8], fate: Fate| {
@@ -91,9 +102,12 @@ fn run(
         };
     for _ in 0..10_000_000 {
         while let Some(t) = sender.poll_transmit(now, &mut buf, &mut Pattern) {
-            let fate = forward(fwd_n, now);
-            fwd_n += 1;
-            send(&mut wire, true, now, &buf[..t.len], fate);
+            batches.push((now, t.len.div_ceil(t.segment_size)));
+            for d in buf[..t.len].chunks(t.segment_size) {
+                let fate = forward(fwd_n, now);
+                fwd_n += 1;
+                send(&mut wire, true, now, d, fate);
+            }
         }
         if let Some(r) = receiver.as_mut() {
             while let Some(t) = r.poll_transmit(now, &mut buf) {
@@ -158,6 +172,7 @@ fn run(
         end: now,
         sender,
         receiver,
+        batches,
     }
 }
 
@@ -352,4 +367,35 @@ fn no_receiver_means_handshake_timeout() {
         _ => None,
     });
     assert!(err.unwrap().contains("did not answer within 10s"));
+}
+
+/// §7.1: a sender sending several datagrams per call waits until a whole batch is due (at most
+/// 250 µs), then sends it at once — and still keeps its rate on average.
+#[test]
+fn a_batching_sender_sends_whole_batches_at_its_rate() {
+    let sizes = [20_000_000];
+    let deliver = |_, _| Fate::Deliver;
+    // 1 Gbit/s: 9 more packets of 1500 IP bytes take 108 µs, so whole batches of 10 leave.
+    let o = run_batched(10, &sizes, 1_000_000_000, 5 * MS, deliver, deliver);
+    assert_exact(&o, &sizes);
+    let data: Vec<usize> = o.batches.iter().map(|b| b.1).filter(|&n| n > 1).collect();
+    let whole = data.iter().filter(|&&n| n == 10).count();
+    assert!(
+        whole * 100 >= data.len() * 95,
+        "{whole} of {} batches whole",
+        data.len()
+    );
+    // 20 MB at 1 Gbit/s (IP bytes) is 166 ms, plus the handshake and the last report.
+    let secs = o.end.as_secs_f64();
+    assert!((0.16..0.2).contains(&secs), "took {secs} s");
+
+    // 100 Mbit/s: a packet every 120 µs; the 250 µs cap lets 3 leave together, not 44.
+    let sizes = [2_000_000];
+    let o = run_batched(44, &sizes, 100_000_000, 5 * MS, deliver, deliver);
+    assert_exact(&o, &sizes);
+    let late: Vec<usize> = o.batches.iter().skip(20).map(|b| b.1).collect();
+    assert!(late.iter().all(|&n| n <= 3), "{late:?}");
+    assert!(late.iter().filter(|&&n| n == 3).count() * 2 > late.len());
+    let secs = o.end.as_secs_f64();
+    assert!((0.16..0.2).contains(&secs), "took {secs} s");
 }

@@ -43,6 +43,9 @@ pub struct RateSample {
     pub in_flight_bytes: u64,
     /// Current full datagram size (to convert receiver byte counts to IP bytes).
     pub datagram_bytes: u64,
+    /// How long one batch of the sender's takes at its pacing rate: the queueing delay its
+    /// own batches may add to the last packet of each (spec §7.1); zero without batching.
+    pub batch_time: Duration,
 }
 
 /// The hooks a rate controller implements. Time is always explicit.

@@ -354,7 +354,7 @@ impl Sender {
                     return Some(Instant::ZERO);
                 }
                 if !self.silent && self.has_data_to_send() && !self.window_full() {
-                    t = t.min(self.pacer.next_send_time());
+                    t = t.min(self.pacer.next_send_time() + self.batch_hold());
                 }
                 Some(t)
             }
@@ -437,6 +437,13 @@ impl Sender {
             + Duration::from_millis(10);
         let bytes = u128::from(self.cc.pacing_rate()) * cycle.as_nanos() * 2 / 8_000_000_000;
         u64::try_from(bytes).unwrap_or(u64::MAX).max(64 << 10)
+    }
+
+    /// How long the sender waits for a whole batch of datagrams to fall due (§7.1); also the
+    /// queueing delay a batch adds to its own last packet, which the controller discounts.
+    pub(super) fn batch_hold(&self) -> Duration {
+        let wire = (self.datagram + wire::IP_UDP_OVERHEAD) as u64;
+        crate::pacer::batch_hold(self.cfg.batch, wire, self.cc.pacing_rate())
     }
 
     /// All data is delivered and the receiver is still verifying it.

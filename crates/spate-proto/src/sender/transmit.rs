@@ -214,6 +214,12 @@ impl Sender {
         let mut segment = 0;
         // The bound moves with the rate, which a batch hardly changes: computed once.
         let cap = self.window_cap();
+        // > §7.1: A sender that sends several datagrams per system call (UDP GSO) may wait until
+        // > its whole batch is due, and then send the batch at once: [...] but never more than
+        // > 250 µs after.
+        if !self.pacer.may_send(now.saturating_sub(self.batch_hold())) {
+            return None;
+        }
         while !self.silent
             && self.pacer.may_send(now)
             && self.ledger.in_flight_bytes() < cap

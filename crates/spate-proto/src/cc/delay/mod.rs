@@ -381,7 +381,9 @@ impl RateControl for Delay {
         self.delivery.push(s.receiver_time_us, s.receiver_bytes);
         let base_owd = self.base_owd.get(now).unwrap_or(owd);
         let recent = self.recent_owd.get(now).unwrap_or(owd);
-        let q = (recent - base_owd).max(0) as f64 / 1e6;
+        // The last packet of a batch waits behind the batch itself (§7.1): not a standing queue.
+        let batch_us = i64::try_from(s.batch_time.as_micros()).unwrap_or(i64::MAX);
+        let q = (recent - base_owd).saturating_sub(batch_us).max(0) as f64 / 1e6;
         let base = s.min_rtt.as_secs_f64();
         let rtt_s = (base + q).max(1e-4);
         let rtt = Duration::from_secs_f64(rtt_s);

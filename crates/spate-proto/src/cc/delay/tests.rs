@@ -18,6 +18,7 @@ fn report(rtt: Duration, owd_us: i64, receiver_bytes: u64, receiver_time_us: u64
         lost_bytes: 0,
         in_flight_bytes: 0,
         datagram_bytes: 1472,
+        batch_time: Duration::ZERO,
     }
 }
 
@@ -230,4 +231,34 @@ fn a_sender_short_of_cpu_keeps_its_pace() {
         "used {:.3} of what the sender could do",
         used / offered
     );
+}
+
+/// §7.1: the last packet of each batch waits behind the rest of its batch. Told how long that
+/// is, the controller does not take it for a queue and grows into spare capacity; untold, the
+/// same delay reads as a standing queue (64 500 bytes, most of α) and it barely grows.
+#[test]
+fn its_own_batches_are_not_a_queue() {
+    // 44 datagrams of 1500 IP bytes at 5 Gbit/s: the last waits 103 µs behind the others.
+    let batch_time = crate::pacer::batch_hold(44, 1500, 5_000_000_000);
+    assert_eq!(batch_time.as_micros(), 103);
+    let run = |told: Duration| {
+        let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+        c.rate = 5e9;
+        let mut bytes = 0u64;
+        for i in 0..10u64 {
+            bytes += (c.rate / 8.0 * 0.01) as u64;
+            // The first report's packet travelled alone; every later one ended a batch.
+            let owd = if i == 0 { 25_000 } else { 25_103 };
+            let mut r = report(MS, owd, bytes, i * 10_000);
+            r.batch_time = told;
+            c.on_feedback(Instant::from_millis(i * 10), &r);
+        }
+        c.rate
+    };
+    let told = run(batch_time);
+    let untold = run(Duration::ZERO);
+    // Ten reports over 100 RTTs of 1 ms, delivery keeping up: told, it grows as into spare
+    // capacity (hundredfold); untold, it only creeps towards what it takes for a queue of α.
+    assert!(told > 100.0 * 5e9, "told: {told}");
+    assert!(untold < 2.5 * 5e9, "untold: {untold}");
 }
