@@ -406,18 +406,28 @@ fn tcp(place: &Place<'_>, port: u16, seconds: f64) -> Result<Row> {
     })
 }
 
+/// `v` with `decimals`, or a dash where there is no number (a row with no sender, a run that
+/// did not happen).
+fn num(v: f64, decimals: usize) -> String {
+    if v.is_finite() {
+        format!("{v:.decimals$}")
+    } else {
+        "–".into()
+    }
+}
+
 fn table(rows: &[Row]) -> String {
     let mut t = String::from(
         "| path | test | goodput Gbit/s | sender CPU, % core per Gbit/s | receiver CPU, % core per Gbit/s | note |\n|---|---|---|---|---|---|\n",
     );
     for r in rows {
         t += &format!(
-            "| {} | {} | {:.2} | {:.1} | {:.1} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} |\n",
             r.path,
             r.test,
-            r.gbps,
-            r.cpu_per_gbit.0 * 100.0,
-            r.cpu_per_gbit.1 * 100.0,
+            num(r.gbps, 2),
+            num(r.cpu_per_gbit.0 * 100.0, 1),
+            num(r.cpu_per_gbit.1 * 100.0, 1),
             r.note
         );
     }
@@ -432,16 +442,53 @@ fn table(rows: &[Row]) -> String {
         let fixed = get(MEM_FIXED).map_or(f64::NAN, |r| r.gbps);
         let disk = get(TMPFS_WRITE).map_or(f64::NAN, |r| r.gbps);
         let ok = |v: f64| if v <= 0.10 { "yes" } else { "no" };
+        let pct = |v: f64| {
+            if v.is_finite() {
+                format!("{v:.0} %")
+            } else {
+                "–".into()
+            }
+        };
         t += &format!(
-            "| {path} | {:.0} % | {:.0} % | {:.0} % | {:.0} % | {:.0} % | {}, {} |\n",
-            100.0 * mem.gbps / udp.gbps,
-            100.0 * mem.gbps / tcp,
-            100.0 * fixed / udp.gbps,
-            100.0 * file.gbps / udp.gbps,
-            100.0 * file.gbps / disk,
+            "| {path} | {} | {} | {} | {} | {} | {}, {} |\n",
+            pct(100.0 * mem.gbps / udp.gbps),
+            pct(100.0 * mem.gbps / tcp),
+            pct(100.0 * fixed / udp.gbps),
+            pct(100.0 * file.gbps / udp.gbps),
+            pct(100.0 * file.gbps / disk),
             ok(mem.cpu_per_gbit.0),
             ok(mem.cpu_per_gbit.1),
         );
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A number that was not measured (the disk row has no sender) shows as a dash, not NaN.
+    #[test]
+    fn unmeasured_numbers_show_as_dashes() {
+        let row = |test, gbps, cpu| Row {
+            path: "veth",
+            test,
+            gbps,
+            cpu_per_gbit: cpu,
+            note: String::new(),
+        };
+        let t = table(&[
+            row("raw UDP (GSO/GRO)", 40.0, (0.02, 0.01)),
+            row(MEM, 20.0, (0.04, 0.03)),
+            row(FILE, 4.0, (0.2, 0.3)),
+            row(TMPFS_WRITE, 2.0, (f64::NAN, 0.4)),
+        ]);
+        assert!(!t.contains("NaN"), "{t}");
+        assert!(t.contains("| 2.00 | – | 40.0 |"), "{t}");
+        // No TCP or fixed-rate row: their ratios are dashes; the others are computed.
+        assert!(
+            t.contains("| veth | 50 % | – | – | 10 % | 200 % | yes, yes |"),
+            "{t}"
+        );
+    }
 }
