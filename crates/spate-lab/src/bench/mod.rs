@@ -406,11 +406,11 @@ fn tcp(place: &Place<'_>, port: u16, seconds: f64) -> Result<Row> {
     })
 }
 
-/// `v` with `decimals`, or a dash where there is no number (a row with no sender, a run that
-/// did not happen).
-fn num(v: f64, decimals: usize) -> String {
+/// `v` with `decimals` and `unit`, or a dash where there is no number (a row with no sender, a
+/// run that did not happen).
+fn num(v: f64, decimals: usize, unit: &str) -> String {
     if v.is_finite() {
-        format!("{v:.decimals$}")
+        format!("{v:.decimals$}{unit}")
     } else {
         "–".into()
     }
@@ -425,9 +425,9 @@ fn table(rows: &[Row]) -> String {
             "| {} | {} | {} | {} | {} | {} |\n",
             r.path,
             r.test,
-            num(r.gbps, 2),
-            num(r.cpu_per_gbit.0 * 100.0, 1),
-            num(r.cpu_per_gbit.1 * 100.0, 1),
+            num(r.gbps, 2, ""),
+            num(r.cpu_per_gbit.0 * 100.0, 1, ""),
+            num(r.cpu_per_gbit.1 * 100.0, 1, ""),
             r.note
         );
     }
@@ -442,13 +442,7 @@ fn table(rows: &[Row]) -> String {
         let fixed = get(MEM_FIXED).map_or(f64::NAN, |r| r.gbps);
         let disk = get(TMPFS_WRITE).map_or(f64::NAN, |r| r.gbps);
         let ok = |v: f64| if v <= 0.10 { "yes" } else { "no" };
-        let pct = |v: f64| {
-            if v.is_finite() {
-                format!("{v:.0} %")
-            } else {
-                "–".into()
-            }
-        };
+        let pct = |v: f64| num(v, 0, " %");
         t += &format!(
             "| {path} | {} | {} | {} | {} | {} | {}, {} |\n",
             pct(100.0 * mem.gbps / udp.gbps),
