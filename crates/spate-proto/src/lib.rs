@@ -51,5 +51,7 @@ pub use config::{ReceiverConfig, SenderConfig};
 pub use event::{DropReason, ReceiverEvent, SenderEvent, SessionError};
 pub use manifest::{Entry, EntryKind, Manifest};
 pub use receiver::{DataChunk, Receiver, ReceiverStats};
-pub use sender::{Sender, SenderStats, Source, Transmit, MAX_PROBE_INTERVAL};
+pub use sender::{
+    Sender, SenderStats, Source, Transmit, MAX_PROBE_INTERVAL, REQUEST_PACKETS, REQUEST_SPACING,
+};
 pub use time::Instant;

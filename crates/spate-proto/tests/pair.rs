@@ -399,3 +399,44 @@ fn a_batching_sender_sends_whole_batches_at_its_rate() {
     let secs = o.end.as_secs_f64();
     assert!((0.16..0.2).contains(&secs), "took {secs} s");
 }
+
+/// §6.5: on a path whose RTT is far below the 10 ms Feedback Interval the sender asks for a
+/// report about once per millisecond (PROBE on a DATA packet); on a long path it never asks.
+#[test]
+fn a_short_path_gets_a_report_about_every_millisecond() {
+    let sizes = [20_000_000];
+    let deliver = |_, _| Fate::Deliver;
+    // 1 Gbit/s over 100 µs each way: 166 ms of data, 83 packets a millisecond.
+    let o = run(&sizes, 1_000_000_000, MS / 10, deliver, deliver);
+    assert_exact(&o, &sizes);
+    let secs = o.end.as_secs_f64();
+    let requests = o.sender.stats().report_requests;
+    let reports = o.receiver.as_ref().unwrap().stats().feedback_sent;
+    // One request per millisecond at most; most of the transfer's 160 ms get one.
+    assert!(
+        requests as f64 <= secs * 1000.0 + 1.0,
+        "{requests} in {secs} s"
+    );
+    assert!(requests >= 120, "{requests} requests in {secs} s");
+    assert!(reports > requests, "{reports} reports, {requests} requests");
+    assert_eq!(o.sender.stats().probes_sent, 0);
+
+    // 25 ms each way: the RTT exceeds the interval, the receiver's own reports suffice.
+    let o = run(&sizes, 1_000_000_000, 25 * MS, deliver, deliver);
+    assert_exact(&o, &sizes);
+    assert_eq!(o.sender.stats().report_requests, 0);
+    let reports = o.receiver.as_ref().unwrap().stats().feedback_sent;
+    assert!(reports <= 30, "{reports} reports");
+
+    // 10 Mbit/s on the short path: under one packet per millisecond; a request every 32
+    // packets (39 ms) at most, fewer reports than the 10 ms interval gives anyway.
+    let sizes = [500_000];
+    let o = run(&sizes, 10_000_000, MS / 10, deliver, deliver);
+    assert_exact(&o, &sizes);
+    let s = o.sender.stats();
+    assert!(s.report_requests * 32 <= s.data_packets_sent, "{s:?}");
+    assert!(
+        s.report_requests * 30 <= (o.end.as_secs_f64() * 1000.0) as u64,
+        "{s:?}"
+    );
+}

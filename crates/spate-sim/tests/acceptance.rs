@@ -202,8 +202,15 @@ fn recovers_from_a_two_second_outage_at_its_previous_rate() {
 }
 
 fn feedback(rtt: f64, loss: f64) -> &'static Report {
+    // A buffer of one RTT, 1 ms at RTT 0 (as in the grid).
+    let queue = rtt.max(1.0);
     let t = head("feedback", 60.0, "")
-        + &phase(0.0, 1000.0, rtt, &format!("loss = {loss}"))
+        + &phase(
+            0.0,
+            1000.0,
+            rtt,
+            &format!("loss = {loss}\nqueue_ms = {queue}"),
+        )
         + &flow(0.0, "fair", 256 << 20);
     &sim(&t).report
 }
@@ -214,6 +221,9 @@ fn feedback_costs_little() {
     assert!(clean <= 128.0, "{clean} KiB/GiB at 1 Gbit/s, 50 ms");
     let lossy = feedback(400.0, 0.02).flows[0].feedback_kib_per_gib;
     assert!(lossy <= 1024.0, "{lossy} KiB/GiB at 2 %, 400 ms");
+    // RTT 0: the sender asks for a report about every millisecond (spec §6.5).
+    let short = feedback(0.0, 0.0).flows[0].feedback_kib_per_gib;
+    assert!(short <= 1024.0, "{short} KiB/GiB at 1 Gbit/s, RTT 0");
 }
 
 fn grid_point(rtt: f64, loss: f64) -> &'static Report {

@@ -20,11 +20,15 @@
 //! | `mod.rs` | state, construction, timers, events |
 //! | `transmit.rs` | choosing and writing the next packets |
 //! | `feedback.rs` | applying ACCEPT, FEEDBACK and CLOSE |
+//! | `request.rs` | asking for reports sooner than the Feedback Interval on short paths |
 //! | `resume.rs` | waiting for HAVE and skipping what the receiver holds |
 
 mod feedback;
+mod request;
 mod resume;
 mod transmit;
+
+pub use request::{REQUEST_PACKETS, REQUEST_SPACING};
 
 use core::time::Duration;
 use std::collections::VecDeque;
@@ -89,6 +93,8 @@ pub struct SenderStats {
     pub retransmitted_bytes: u64,
     /// Probe packets sent.
     pub probes_sent: u64,
+    /// DATA packets flagged PROBE only to ask for an early report (spec §6.5), not probes.
+    pub report_requests: u64,
     /// Packets declared lost.
     pub lost_packets: u64,
     /// Packets acknowledged after being declared lost.
@@ -151,6 +157,9 @@ pub struct Sender {
     last_sent_at: Instant,
     probe_count: u32,
     probe_due: bool,
+    /// When the last early report was requested, and DATA packets sent since.
+    last_request_at: Instant,
+    since_request: u32,
     silent: bool,
     /// The last batch stopped with the pacer willing but the path not (data-in-flight bound
     /// reached, or the path silent): the idle time before the next packet is the path's, not
@@ -214,6 +223,8 @@ impl Sender {
             last_sent_at: now,
             probe_count: 0,
             probe_due: false,
+            last_request_at: now,
+            since_request: 0,
             silent: false,
             path_held: false,
             loss_timer: None,

@@ -230,7 +230,7 @@ impl Sender {
             };
             let flags = DataFlags {
                 retransmission,
-                probe: false,
+                probe: self.request_report(now),
             };
             let Some(n) = self.write_data(now, &mut buf[len..], source, chunk, flags) else {
                 if retransmission {

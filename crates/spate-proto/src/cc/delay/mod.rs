@@ -10,17 +10,18 @@
 //! # In a nutshell
 //!
 //! ```text
-//! q      = owd − base_owd          queueing delay: receiver-measured one-way delay (10 ms
-//!                                  minimum filter) minus its windowed minimum (10 s)
+//! q      = owd − base_owd          queueing delay: receiver-measured one-way delay (minimum
+//!                                  over 3 report gaps, 2–10 ms) minus its windowed minimum (10 s)
 //! rtt    = min_rtt + q
 //! D      = delivery rate measured by the receiver over w = max(rtt/2, 20 ms) (IP bytes)
 //! p      = fraction of bytes lost, averaged over 1 s
 //! q*     = 8·α / r                 this flow's equilibrium queueing delay at rate r
 //! T      = 2 · (rtt + 10 ms)       steering horizon: two loop delays
+//! L      = max(rtt, delay window)  growth's loop delay: a new queue takes the window to show
 //!
 //! grow   if q < q*/4 for a whole RTT, unless D < r(now − rtt − w) / 2 for a whole RTT:
-//!                                      r ← max(r · 2^(g·dt/rtt), D_last)
-//!                                      g ← min(1, g · 2^(dt/rtt))   (doublings per RTT)
+//!                                      r ← max(r · 2^(g·dt/L), D_last)
+//!                                      g ← min(1, g · 2^(dt/L))   (doublings per L)
 //! steer  otherwise:  r ← max(D' + (8·α − D·q) / T,  D'/4)            g ← 1/8
 //!                    D' = D / (1 − p) while D·q < 1.5·8·α, else D;  plus u
 //! u      = sending capacity the sender left unused while the window's packets left (bits/s)
@@ -73,8 +74,14 @@
 //!   15 % while the queue does not rise, the queue was not real and the floor is re-based.
 //!   The rate is held during any probe: its reports describe the probe, not the path.
 //!
+//! * **Short paths.** With reports every 10 ms a path of 100 µs RTT could double its rate only
+//!   once per report, the delay window being 10 ms: 110–150 ms from 10 Mbit/s to 20 Gbit/s.
+//!   The sender asks for about one report per millisecond there (spec §6.5); the window
+//!   shrinks to three report gaps and growth's loop delay `L` with it, one doubling per 3 ms.
+//!   Growth never outruns the filter: a queue that appears stops it within one window.
+//!
 //! What it deliberately ignores: ECN (not yet reported), per-packet delay variation (one
-//! sample per feedback; the 10 ms minimum filter rejects transient spikes), and loss-based
+//! sample per feedback; the minimum over three reports rejects transient spikes), and loss-based
 //! competition (against loss-based TCP a delay-based flow yields; `fixed` and `high` exist for
 //! that).
 
@@ -146,9 +153,13 @@ const DRAIN_MAX_HALF: f64 = 0.020;
 /// A probe that raises the queueing delay by less than this (or 0.5 % of the RTT) did not
 /// meet a queue: seconds.
 const STALE_QUEUE_NOISE: f64 = 0.000_2;
-/// Window of the current-delay minimum filter: about one feedback interval, so the estimate
-/// follows the queue within ~10 ms but a single delayed sample does not move it.
-const RECENT_WINDOW: Duration = Duration::from_millis(10);
+/// Window of the current-delay minimum filter: [`RECENT_REPORTS`] report gaps within these
+/// bounds, so a single delayed sample does not move the estimate but it follows the queue
+/// within a few reports: 10 ms with the default 10 ms reports, 3 ms when the sender asks for
+/// a report every millisecond on a short path (spec §6.5).
+const RECENT_WINDOW: (Duration, Duration) = (Duration::from_millis(2), Duration::from_millis(10));
+/// Report gaps in the current-delay window: the minimum of three samples.
+const RECENT_REPORTS: f64 = 3.0;
 /// Probe for stale delay floors every this many RTTs in steady state...
 const PROBE_EVERY: u32 = 8;
 /// ...but not more often than this.
@@ -229,6 +240,8 @@ pub struct Delay {
     probe: Probe,
     /// Sending capacity left unused (the sender was idle or slower than paced).
     unused: Unused,
+    /// Time between reports, seconds (moving average over about four reports).
+    report_gap: f64,
 }
 
 impl Delay {
@@ -247,7 +260,8 @@ impl Delay {
             floor,
             rate: (INITIAL_RATE as f64).clamp(floor.max(crate::pacer::MIN_RATE_BPS as f64), cap),
             base_owd: WindowedMin::new(BASE_WINDOW),
-            recent_owd: WindowedMin::new(RECENT_WINDOW),
+            recent_owd: WindowedMin::new(RECENT_WINDOW.1),
+            report_gap: FEEDBACK_DELAY,
             delivery: DeliveryRate::default(),
             last_steered: 0.0,
             last_update: None,
@@ -376,6 +390,15 @@ impl RateControl for Delay {
         let Some(owd) = s.one_way_delay_us else {
             return;
         };
+        let gap = self
+            .last_update
+            .map(|t| now.saturating_since(t).as_secs_f64());
+        if let Some(gap) = gap {
+            self.report_gap += (gap.min(FEEDBACK_DELAY) - self.report_gap) / 4.0;
+        }
+        let (lo, hi) = RECENT_WINDOW;
+        let recent_window = Duration::from_secs_f64(RECENT_REPORTS * self.report_gap).clamp(lo, hi);
+        self.recent_owd.set_window(recent_window);
         self.base_owd.push(now, owd);
         self.recent_owd.push(now, owd);
         self.delivery.push(s.receiver_time_us, s.receiver_bytes);
@@ -387,10 +410,13 @@ impl RateControl for Delay {
         let base = s.min_rtt.as_secs_f64();
         let rtt_s = (base + q).max(1e-4);
         let rtt = Duration::from_secs_f64(rtt_s);
-        let dt = self
-            .last_update
-            .map_or(0.0, |t| now.saturating_since(t).as_secs_f64())
-            .min(rtt_s);
+        // Growth is judged per loop delay: the RTT, or the delay filter's window when that is
+        // longer (a queue takes the window to show). 10 ms reports on a short path thus allow
+        // one doubling per report, 1 ms reports one per 3 ms.
+        let loop_s = rtt_s.max(recent_window.as_secs_f64());
+        let gap = gap.unwrap_or(0.0);
+        let grow_dt = gap.min(loop_s);
+        let dt = gap.min(rtt_s);
         self.last_update = Some(now);
         // Receiver byte counts are DATA payload; rates here are IP bits.
         let dg = s.datagram_bytes.max(1) as f64;
@@ -491,8 +517,9 @@ impl RateControl for Delay {
             _ => {
                 // Grow: far less queue than this flow's share: there is spare capacity. Return
                 // at once to the rate last steered to, grow beyond it.
-                self.rate = (self.rate * (self.growth * dt / rtt_s).exp2()).max(self.last_steered);
-                self.growth = (self.growth * (dt / rtt_s).exp2()).min(1.0);
+                self.rate =
+                    (self.rate * (self.growth * grow_dt / loop_s).exp2()).max(self.last_steered);
+                self.growth = (self.growth * (grow_dt / loop_s).exp2()).min(1.0);
                 self.settled_since = None;
             }
         }

@@ -262,3 +262,73 @@ fn its_own_batches_are_not_a_queue() {
     assert!(told > 100.0 * 5e9, "told: {told}");
     assert!(untold < 2.5 * 5e9, "untold: {untold}");
 }
+
+/// Feed a report every `gap_us` for `n` reports on a path of RTT `rtt` whose receiver delivers
+/// whatever was sent one report earlier; `owd(i)` gives the one-way delay (µs). Returns the
+/// rate after each report.
+fn drive_every(
+    c: &mut Delay,
+    gap_us: u64,
+    n: u64,
+    rtt: Duration,
+    owd: impl Fn(u64) -> i64,
+) -> Vec<f64> {
+    let mut bytes = 0u64;
+    let mut rates = vec![];
+    for i in 1..=n {
+        let t = i * gap_us;
+        bytes += (c.rate / 8.0 * gap_us as f64 / 1e6) as u64;
+        c.on_feedback(Instant::from_micros(t), &report(rtt, owd(i), bytes, t));
+        rates.push(c.rate);
+    }
+    rates
+}
+
+/// §6.5: on a 200 µs path a sender that asks for a report every millisecond lets the
+/// controller grow about three times as fast as 10 ms reports do, but never faster than one
+/// doubling per delay-filter window (3 ms), the time a new queue takes to show.
+#[test]
+fn reports_every_millisecond_speed_up_growth_on_a_short_path() {
+    let rtt = Duration::from_micros(200);
+    let mut fast = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+    let fast_rates = drive_every(&mut fast, 1_000, 60, rtt, |_| 100);
+    let mut slow = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+    let slow_rates = drive_every(&mut slow, 10_000, 6, rtt, |_| 100);
+    let (f, s) = (fast_rates[59], slow_rates[5]);
+    // 60 ms: at most 6 doublings at 10 ms reports; 1 ms reports must do far better.
+    assert!(s <= 64.0 * INITIAL_RATE as f64, "10 ms reports: {s}");
+    assert!(f > 16.0 * s, "1 ms reports {f} vs 10 ms reports {s}");
+    // Never more than one doubling per 2 ms (the shortest window) between two reports.
+    for w in fast_rates.windows(2) {
+        assert!(
+            w[1] <= w[0] * 2f64.powf(0.5) * 1.0001,
+            "{} -> {}",
+            w[0],
+            w[1]
+        );
+    }
+}
+
+/// With reports every millisecond the current-delay filter spans three of them, so a queue
+/// that appears stops growth within three reports, not the ten that a 10 ms window needs.
+#[test]
+fn a_queue_stops_growth_within_three_millisecond_reports() {
+    let rtt = Duration::from_micros(200);
+    let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+    // Grow for 40 ms into spare capacity, then a standing queue of 2 ms appears.
+    let rates = drive_every(
+        &mut c,
+        1_000,
+        60,
+        rtt,
+        |i| if i <= 40 { 100 } else { 2_100 },
+    );
+    let peak = rates.iter().cloned().fold(0.0, f64::max);
+    let peak_at = rates.iter().position(|&r| r == peak).unwrap() + 1;
+    assert!(
+        (40..=43).contains(&peak_at),
+        "growth went on until report {peak_at}: {:?}",
+        &rates[38..50]
+    );
+    assert!(rates[59] < peak, "{rates:?}");
+}
