@@ -1,5 +1,5 @@
 //! `spate-lab bench-io` runs end to end at a tiny scale: every row is measured (or says why
-//! not), Spate's transfers complete, and the veth pair is used when root — skipped with a
+//! not), Spate's transfers complete (each twice: the row is the median run), and the veth pair is used when root — skipped with a
 //! message otherwise. Speeds are not asserted: that is what the benchmark is for.
 
 use std::process::Command;
@@ -7,7 +7,16 @@ use std::process::Command;
 #[test]
 fn bench_io_measures_every_row() {
     let out = Command::new(env!("CARGO_BIN_EXE_spate-lab"))
-        .args(["bench-io", "--json", "--size", "32M", "--seconds", "0.5"])
+        .args([
+            "bench-io",
+            "--json",
+            "--size",
+            "32M",
+            "--seconds",
+            "0.5",
+            "--repeat",
+            "2",
+        ])
         .output()
         .unwrap();
     assert!(
@@ -33,6 +42,10 @@ fn bench_io_measures_every_row() {
                 .unwrap_or_else(|| panic!("no {test} row for {path}: {v}"));
             let g = r["goodput_gbps"].as_f64().unwrap_or(0.0);
             assert!(g > 0.0, "{path} {test}: {r}");
+            if test.starts_with("Spate") {
+                let runs = r["runs_gbps"].as_array().map_or(0, Vec::len);
+                assert_eq!(runs, 2, "{path} {test}: {r}");
+            }
         }
         let file = rows
             .iter()
