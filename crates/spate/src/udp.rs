@@ -40,11 +40,14 @@ impl Socket {
         if addr.is_ipv6() {
             let _ = s.set_only_v6(false);
         }
+        // The plain options first: each sets the buffer anew, capped at the system maximum,
+        // so set after the forced ones they undid them (8 MiB here, not 32: the receiver's
+        // socket overflowed behind a writer stalled for a few milliseconds).
+        let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
+        let _ = s.set_send_buffer_size(SOCKET_BUFFER);
         for force in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
             set_buffer(&s, force);
         }
-        let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
-        let _ = s.set_send_buffer_size(SOCKET_BUFFER);
         s.bind(&addr.into())?;
         let io: UdpSocket = s.into();
         let state = UdpSocketState::new(UdpSockRef::from(&io))?;
@@ -152,7 +155,7 @@ impl Socket {
 fn set_buffer(s: &socket2::Socket, opt: libc::c_int) {
     let v: libc::c_int = SOCKET_BUFFER as libc::c_int;
     // SAFETY: setsockopt with a pointer to a c_int of the stated size. Failure (not root) is
-    // harmless: the plain option below still applies up to the system maximum.
+    // harmless: the plain option set before still applies up to the system maximum.
     unsafe {
         libc::setsockopt(
             s.as_raw_fd(),
@@ -203,6 +206,42 @@ impl RecvBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernel buffers are as large as this process may make them: 32 MiB asked (Linux
+    /// reports twice that) when root may force it, else up to the system maximum. (The plain
+    /// option used to be set after the forced one and undid it: 8 MiB on this machine.)
+    #[test]
+    fn socket_buffers_are_as_large_as_allowed() {
+        let s = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let r = socket2::SockRef::from(&s.io);
+        let (rcv, snd) = (r.recv_buffer_size().unwrap(), r.send_buffer_size().unwrap());
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let max = |f: &str| -> usize {
+            std::fs::read_to_string(f)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let want = |sys_max: usize| {
+            if root {
+                2 * SOCKET_BUFFER
+            } else {
+                2 * sys_max.min(SOCKET_BUFFER)
+            }
+        };
+        assert!(
+            rcv >= want(max("/proc/sys/net/core/rmem_max")),
+            "receive buffer {rcv}"
+        );
+        assert!(
+            snd >= want(max("/proc/sys/net/core/wmem_max")),
+            "send buffer {snd}"
+        );
+        if !root {
+            eprintln!("not root: buffers capped by the system maximum; CI runs as root");
+        }
+    }
 
     /// A full batch crosses loopback whole. (Before the 64 KiB limit, a 64-datagram batch was
     /// refused by the kernel with EMSGSIZE, which quinn-udp reports as success: every large
