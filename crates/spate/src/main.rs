@@ -242,6 +242,9 @@ fn serve(listen: SocketAddr, root: &std::path::Path, discard: bool) -> Result<()
         server.local_addr(),
         root.path().display()
     );
+    if let Some(note) = server.buffer_note() {
+        eprintln!("spate serve: {note}");
+    }
     let stop = Arc::new(AtomicBool::new(false));
     server.run(&stop, |s| {
         let mut resumed = String::new();

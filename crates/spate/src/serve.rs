@@ -114,6 +114,12 @@ impl Server {
         self.socket.local_addr().expect("bound socket")
     }
 
+    /// Advice for the operator when the socket's receive buffer is small (see
+    /// [`Socket::small_buffer_note`]).
+    pub fn buffer_note(&self) -> Option<String> {
+        self.socket.small_buffer_note()
+    }
+
     /// Serve until `stop`; `log` is called when a session ends.
     pub fn run(&mut self, stop: &Arc<AtomicBool>, mut log: impl FnMut(&SessionLog)) -> Result<()> {
         let mut batch = RecvBatch::default();

@@ -59,6 +59,32 @@ impl Socket {
         self.io.local_addr()
     }
 
+    /// The kernel's receive buffer, bytes (as Linux reports it: twice what was granted).
+    pub fn recv_buffer(&self) -> usize {
+        socket2::SockRef::from(&self.io)
+            .recv_buffer_size()
+            .unwrap_or(0)
+    }
+
+    /// A note for the operator when the receive buffer is below [`SOCKET_BUFFER`]: at several
+    /// Gbit/s a few milliseconds of stalled writing overflow a small one (the lost packets are
+    /// sent again, at the cost of rate and bandwidth).
+    pub fn small_buffer_note(&self) -> Option<String> {
+        // Linux reports twice the size granted (the rest is its bookkeeping allowance).
+        let granted = self.recv_buffer() / 2;
+        (granted < SOCKET_BUFFER).then(|| {
+            format!(
+                "note: the UDP receive buffer is {} KiB, below the {} MiB asked for (capped by \
+                 net.core.rmem_max unless run as root); at more than ~1 Gbit/s short stalls \
+                 overflow it and cost retransmissions. Raise it with \
+                 'sysctl -w net.core.rmem_max={}'",
+                granted >> 10,
+                SOCKET_BUFFER >> 20,
+                SOCKET_BUFFER
+            )
+        })
+    }
+
     /// How many datagrams one send may carry (1 without GSO).
     pub fn max_gso_segments(&self) -> usize {
         self.state.max_gso_segments()
@@ -238,7 +264,9 @@ mod tests {
             snd >= want(max("/proc/sys/net/core/wmem_max")),
             "send buffer {snd}"
         );
-        if !root {
+        if root {
+            assert_eq!(s.small_buffer_note(), None);
+        } else {
             eprintln!("not root: buffers capped by the system maximum; CI runs as root");
         }
     }
