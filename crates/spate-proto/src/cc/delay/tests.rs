@@ -22,8 +22,30 @@ fn report(rtt: Duration, owd_us: i64, receiver_bytes: u64, receiver_time_us: u64
     }
 }
 
-/// Feed a report every 10 ms for `n` reports; `owd(i)` gives the one-way delay (µs) and
-/// `deliver(i)` the bytes delivered in that interval. Returns the final rate.
+/// Feed `n` reports, the i-th at `first_us + i · gap_us`; `owd(i)` gives its one-way delay
+/// (µs) and `deliver(i, rate)` the bytes delivered since the one before. Returns the rate after
+/// each report.
+fn feed(
+    c: &mut Delay,
+    (first_us, gap_us): (u64, u64),
+    n: u64,
+    rtt: Duration,
+    owd: impl Fn(u64) -> i64,
+    deliver: impl Fn(u64, f64) -> u64,
+) -> Vec<f64> {
+    let mut bytes = 0u64;
+    let mut rates = vec![];
+    for i in 0..n {
+        let t = first_us + i * gap_us;
+        bytes += deliver(i, c.rate);
+        c.on_feedback(Instant::from_micros(t), &report(rtt, owd(i), bytes, t));
+        rates.push(c.rate);
+    }
+    rates
+}
+
+/// Feed a report every 10 ms from `start` ms for `n` reports (see [`feed`]). Returns the
+/// final rate.
 fn drive(
     c: &mut Delay,
     start: u64,
@@ -32,12 +54,7 @@ fn drive(
     owd: impl Fn(u64) -> i64,
     deliver: impl Fn(u64, f64) -> u64,
 ) -> f64 {
-    let mut bytes = 0u64;
-    for i in 0..n {
-        let now = Instant::from_millis(start + i * 10);
-        bytes += deliver(i, c.rate);
-        c.on_feedback(now, &report(rtt, owd(i), bytes, (start + i * 10) * 1000));
-    }
+    feed(c, (start * 1000, 10_000), n, rtt, owd, deliver);
     c.rate
 }
 
@@ -263,9 +280,9 @@ fn its_own_batches_are_not_a_queue() {
     assert!(untold < 2.5 * 5e9, "untold: {untold}");
 }
 
-/// Feed a report every `gap_us` for `n` reports on a path of RTT `rtt` whose receiver delivers
-/// whatever was sent one report earlier; `owd(i)` gives the one-way delay (µs). Returns the
-/// rate after each report.
+/// Feed reports numbered 1..=n every `gap_us` on a path of RTT `rtt` whose receiver delivers
+/// whatever was sent at the rate of the report before; `owd(i)` gives the one-way delay (µs).
+/// Returns the rate after each report.
 fn drive_every(
     c: &mut Delay,
     gap_us: u64,
@@ -273,15 +290,8 @@ fn drive_every(
     rtt: Duration,
     owd: impl Fn(u64) -> i64,
 ) -> Vec<f64> {
-    let mut bytes = 0u64;
-    let mut rates = vec![];
-    for i in 1..=n {
-        let t = i * gap_us;
-        bytes += (c.rate / 8.0 * gap_us as f64 / 1e6) as u64;
-        c.on_feedback(Instant::from_micros(t), &report(rtt, owd(i), bytes, t));
-        rates.push(c.rate);
-    }
-    rates
+    let deliver = |_, rate: f64| (rate / 8.0 * gap_us as f64 / 1e6) as u64;
+    feed(c, (gap_us, gap_us), n, rtt, |i| owd(i + 1), deliver)
 }
 
 /// §6.5: on a 200 µs path a sender that asks for a report every millisecond lets the
