@@ -17,14 +17,14 @@
 //!   so at most ~2.4 Mbit/s of reverse traffic, and at 25 Gbit/s one report per ~2 000 data
 //!   packets. The controller's delay filter then spans three reports (3 ms) and growth waits
 //!   for it (`cc/delay`): a doubling per 3 ms instead of per 10 ms.
+//! * [`REQUEST_PACKETS`] 32: a slow flow on a short path (10 Mbit/s is under one packet per
+//!   millisecond) never gets one report per few packets; requests start at about 380 Mbit/s
+//!   with RTTs under 1 ms and cost at most one report per 32 data packets (< 0.2 % of the bytes).
 //!
 //! Measured (veth pair, 2 GiB memory to memory, ten interleaved sends each): 23.8–28.8 Gbit/s
 //! (median 25.0) with requests, 17.8–23.3 (median 21.0) without. In the simulator's 1 Gbit/s
 //! RTT-0 rows the feedback volume rises from 70–330 to 590–840 KiB per GiB (under 0.1 % of the
 //! bytes) and queue drops at start-up fall (retransmission 0.09 → 0.01 % without random loss).
-//! * [`REQUEST_PACKETS`] 32: a slow flow on a short path (10 Mbit/s is under one packet per
-//!   millisecond) never gets one report per few packets; requests start at about 380 Mbit/s
-//!   with RTTs under 1 ms and cost at most one report per 32 data packets (< 0.2 % of the bytes).
 
 use core::time::Duration;
 
