@@ -258,6 +258,11 @@ impl Session {
                 Outcome::Failed(msg) => {
                     self.rx.close(CloseCode::Application, &msg);
                     self.error.get_or_insert(msg);
+                    // The other files' partials: kept for a resume, else removed.
+                    let keep = self.rx.resumes();
+                    if let Some(s) = self.sink.as_mut() {
+                        s.abort(keep);
+                    }
                 }
             }
         }

@@ -19,7 +19,8 @@
 //! blocks of a partial file that still match its journal and files already in place with the
 //! right digest; everything else is written again. A reused partial file is not sparse-fresh,
 //! so its zero chunks are written. On failure a resuming session keeps its partial files and
-//! journals for the next attempt; other sessions remove them.
+//! journals for the next attempt; other sessions remove them. A file whose digest or writes
+//! failed loses its own partial file either way, and only its own.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
@@ -133,7 +134,8 @@ fn in_place(target: &std::path::Path, e: &Entry) -> bool {
 pub enum Outcome {
     /// The object is verified and in place.
     Done(u32),
-    /// The transfer cannot succeed; the message says why and what to do.
+    /// The transfer cannot succeed; the message says why and what to do. The failing file's
+    /// temporary file is gone; the caller decides about the others with [`Sink::abort`].
     Failed(String),
 }
 
@@ -520,7 +522,15 @@ impl Writer {
         } else {
             format!("receiver failed {doing} '{path}': {e}")
         };
-        self.remove_temporaries();
+        // Only this file's bytes are in doubt. The others' partial files stay until the
+        // session says whether it resumes ([`Sink::abort`]): one bad file must not cost a
+        // resuming transfer the progress of every other.
+        if let Some(f) = self.open.remove(&object) {
+            drop(f);
+            if let Ok((_, t)) = self.entry(object) {
+                journal::discard(t);
+            }
+        }
         let _ = self.back.send(Back::Outcome(Outcome::Failed(msg)));
     }
 
@@ -529,6 +539,69 @@ impl Writer {
             drop(f);
             if let Ok((_, t)) = self.entry(object) {
                 journal::discard(t);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spate_proto::Entry;
+    use std::path::Path;
+    use std::time::Instant;
+
+    /// Two 3 MiB files; the first's digest is wrong. All of the first and 2 MiB of the second
+    /// are written, then the first is finished: the session fails, and is aborted with `keep`.
+    fn fail_first_of_two(root: &Path, keep: bool) {
+        let size = 3 << 20;
+        let mut bad = Entry::file("a.bin", size);
+        bad.digest = Some([0; 32]);
+        let manifest = Manifest {
+            entries: vec![bad, Entry::file("b.bin", size)],
+        };
+        let mut sink = Sink::start(Root::new(root).unwrap(), &manifest, Held::default()).unwrap();
+        let data = vec![7u8; 1 << 20];
+        for i in 0..3u64 {
+            sink.write(1, i << 20, &data);
+        }
+        for i in 0..2u64 {
+            sink.write(2, i << 20, &data);
+        }
+        sink.finish(1);
+        let end = Instant::now() + Duration::from_secs(10);
+        let failed = loop {
+            match sink.poll() {
+                Some(Outcome::Failed(msg)) => break msg,
+                Some(o) => panic!("{o:?}"),
+                None if Instant::now() < end => std::thread::sleep(Duration::from_millis(5)),
+                None => panic!("no outcome"),
+            }
+        };
+        assert!(failed.contains("digest mismatch for 'a.bin'"), "{failed}");
+        sink.abort(keep);
+        drop(sink); // waits for the writer
+    }
+
+    /// One file's digest mismatch removes that file's partial; a resuming session keeps the
+    /// other files' partials and journals for the next attempt, any other session removes them.
+    #[test]
+    fn a_bad_file_costs_a_resuming_session_only_its_own_partial() {
+        for keep in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let root = fs::canonicalize(dir.path()).unwrap();
+            fail_first_of_two(&root, keep);
+            let (a, b) = (root.join("a.bin"), root.join("b.bin"));
+            for p in [
+                journal::part_path(&a),
+                journal::journal_path(&a),
+                a,
+                b.clone(),
+            ] {
+                assert!(!p.exists(), "{} exists (keep {keep})", p.display());
+            }
+            for p in [journal::part_path(&b), journal::journal_path(&b)] {
+                assert_eq!(p.exists(), keep, "{} (keep {keep})", p.display());
             }
         }
     }
