@@ -2,24 +2,34 @@
 //!
 //! Manifest paths are already relative, without `.`/`..` and without NUL or backslashes (the
 //! core rejects others, spec §5.2); they are checked again here. Each component is then walked
-//! from the root with `symlink_metadata`: an existing component that is a symbolic link —
-//! the final name included — or a file where a directory is needed is refused, and missing
-//! directories are created. Files are written under temporary names and renamed into place.
+//! from the root: an existing component that is a symbolic link — the final name included — or
+//! a file where a directory is needed is refused, and missing directories are created. Files are
+//! written under temporary names and renamed into place.
 //!
-//! Not covered: a local user racing the server by swapping a checked directory for a link
-//! between the check and the write. `openat2(RESOLVE_BENEATH)` closes that window; it is the
-//! planned hardening for multi-user servers.
+//! Every operation — the walk, opening, renaming, removing — goes through an open handle on the
+//! root directory with [`cap_std`], which resolves each path beneath that handle (with
+//! `openat2(RESOLVE_BENEATH)` where the kernel has it, else component by component) and fails
+//! if the path would leave it, through `..`, an absolute symlink or one that climbs out. So a
+//! local user who swaps a checked directory for a link between the walk and the write cannot
+//! redirect the write outside the root: the worst a race can do is fail the transfer or move it
+//! within the root. (cap-std rather than our own `openat` walk: it is made for exactly this,
+//! handles the kernels without `openat2`, and is kept by the Bytecode Alliance; cap-fs-ext adds
+//! not following a link at the end of a path.)
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, Metadata, OpenOptions, Permissions, PermissionsExt};
 use spate_proto::manifest::validate_path;
 
 /// The directory transfers are confined to.
 #[derive(Debug, Clone)]
 pub struct Root {
-    dir: PathBuf,
+    path: PathBuf,
+    dir: Arc<Dir>,
 }
 
 impl Root {
@@ -34,45 +44,116 @@ impl Root {
         if !meta.is_dir() {
             anyhow::bail!("--root '{}' is not a directory", dir.display());
         }
+        let path = fs::canonicalize(dir)?;
+        let handle = Dir::open_ambient_dir(&path, cap_std::ambient_authority())
+            .map_err(|e| anyhow::anyhow!("--root '{}': {e}", path.display()))?;
         Ok(Root {
-            dir: fs::canonicalize(dir)?,
+            path,
+            dir: Arc::new(handle),
         })
     }
 
     /// The root directory.
     pub fn path(&self) -> &Path {
-        &self.dir
+        &self.path
     }
 
-    /// The absolute path for `rel`, creating its parent directories below the root. Refuses
-    /// paths that would leave the root, including through symbolic links.
-    pub fn prepare(&self, rel: &str) -> io::Result<PathBuf> {
+    /// The place for `rel`, creating its parent directories below the root. Refuses paths
+    /// that would leave the root, and symbolic links anywhere on the way.
+    pub fn prepare(&self, rel: &str) -> io::Result<Target> {
         validate_path(rel).map_err(|why| refuse(format!("path '{rel}' {why}")))?;
-        let mut at = self.dir.clone();
+        let mut at = PathBuf::new();
         let parts: Vec<&str> = rel.split('/').collect();
         for (i, part) in parts.iter().enumerate() {
             at.push(part);
             let last = i + 1 == parts.len();
-            match fs::symlink_metadata(&at) {
+            match self.dir.symlink_metadata(&at) {
                 Ok(m) if m.file_type().is_symlink() => {
                     return Err(refuse(format!(
                         "'{}' is a symbolic link; refusing to write through it",
-                        at.display()
+                        self.path.join(&at).display()
                     )))
                 }
                 Ok(m) if !last && !m.is_dir() => {
                     return Err(refuse(format!(
                         "'{}' exists and is not a directory",
-                        at.display()
+                        self.path.join(&at).display()
                     )))
                 }
                 Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound && !last => fs::create_dir(&at)?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound && !last => {
+                    self.dir.create_dir(&at)?
+                }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
             }
         }
-        Ok(at)
+        Ok(Target {
+            root: self.clone(),
+            rel: at,
+        })
+    }
+}
+
+/// A path below a [`Root`]; every operation on it is resolved beneath the root's handle.
+#[derive(Debug, Clone)]
+pub struct Target {
+    root: Root,
+    rel: PathBuf,
+}
+
+impl Target {
+    /// The absolute path (for messages: operations go through the root's handle).
+    pub fn path(&self) -> PathBuf {
+        self.root.path.join(&self.rel)
+    }
+
+    /// `.NAME.ext` beside this one.
+    pub fn sibling(&self, ext: &str) -> Target {
+        let name = self.rel.file_name().unwrap_or_default().to_string_lossy();
+        Target {
+            root: self.root.clone(),
+            rel: self.rel.with_file_name(format!(".{name}.{ext}")),
+        }
+    }
+
+    /// Metadata, not following a symbolic link at the end.
+    pub fn symlink_metadata(&self) -> io::Result<Metadata> {
+        self.root.dir.symlink_metadata(&self.rel)
+    }
+
+    /// Open with `options` (a symbolic link at the end is not followed).
+    pub fn open(&self, options: &OpenOptions) -> io::Result<fs::File> {
+        let mut o = options.clone();
+        o.follow(FollowSymlinks::No);
+        Ok(self.root.dir.open_with(&self.rel, &o)?.into_std())
+    }
+
+    /// Open for reading.
+    pub fn open_read(&self) -> io::Result<fs::File> {
+        self.open(OpenOptions::new().read(true))
+    }
+
+    /// Create this directory.
+    pub fn create_dir(&self) -> io::Result<()> {
+        self.root.dir.create_dir(&self.rel)
+    }
+
+    /// Set the permission bits of this file or directory.
+    pub fn set_mode(&self, mode: u32) -> io::Result<()> {
+        self.root
+            .dir
+            .set_permissions(&self.rel, Permissions::from_mode(mode))
+    }
+
+    /// Rename this file over `to` (replacing a file there).
+    pub fn rename_to(&self, to: &Target) -> io::Result<()> {
+        self.root.dir.rename(&self.rel, &to.root.dir, &to.rel)
+    }
+
+    /// Remove this file.
+    pub fn remove_file(&self) -> io::Result<()> {
+        self.root.dir.remove_file(&self.rel)
     }
 }
 
@@ -89,7 +170,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let root = Root::new(t.path()).unwrap();
         let p = root.prepare("a/b/c.txt").unwrap();
-        assert!(p.starts_with(root.path()));
+        assert_eq!(p.path(), root.path().join("a/b/c.txt"));
         assert!(root.path().join("a/b").is_dir());
         for bad in ["../x", "/etc/passwd", "a/../../x", "a//b", "./a", ""] {
             assert!(root.prepare(bad).is_err(), "{bad}");
@@ -107,5 +188,48 @@ mod tests {
         let e = root.prepare("link").unwrap_err();
         assert!(e.to_string().contains("symbolic link"), "{e}");
         assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+    }
+
+    /// The race the walk alone cannot stop: a directory checked by `prepare` is swapped for a
+    /// link to elsewhere before the writer uses it. Every operation still resolves beneath the
+    /// root, so each fails and nothing appears outside.
+    #[test]
+    fn a_directory_swapped_for_a_link_after_the_check_does_not_lead_out() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = Root::new(t.path()).unwrap();
+        let target = root.prepare("d/f").unwrap();
+        let part = target.sibling("spate-part");
+        fs::remove_dir(t.path().join("d")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), t.path().join("d")).unwrap();
+        let create = OpenOptions::new().write(true).create(true).clone();
+        assert!(part.open(&create).is_err());
+        assert!(target.open(&create).is_err());
+        assert!(root.prepare("d/g").is_err());
+        let sub = Target {
+            root: root.clone(),
+            rel: PathBuf::from("d/sub"),
+        };
+        assert!(sub.create_dir().is_err());
+        fs::write(t.path().join("x"), b"x").unwrap();
+        let x = root.prepare("x").unwrap();
+        assert!(x.rename_to(&target).is_err());
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+        assert!(t.path().join("x").exists());
+    }
+
+    /// A link at the final name, planted after the check, is not followed either.
+    #[test]
+    fn a_link_planted_at_the_final_name_is_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = Root::new(t.path()).unwrap();
+        let target = root.prepare("f").unwrap();
+        let victim = outside.path().join("victim");
+        fs::write(&victim, b"keep").unwrap();
+        std::os::unix::fs::symlink(&victim, t.path().join("f")).unwrap();
+        let write = OpenOptions::new().write(true).truncate(true).clone();
+        assert!(target.open(&write).is_err());
+        assert_eq!(fs::read(&victim).unwrap(), b"keep");
     }
 }

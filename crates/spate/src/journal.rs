@@ -24,12 +24,13 @@
 //! digest check and is sent again; the journal can only lose progress, never vouch for bad data.
 //! Why our own format: a few lines of text are the whole need, readable with `cat`.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
 
+use cap_std::fs::OpenOptions;
 use spate_proto::Entry;
 
+use crate::confine::Target;
 use crate::treehash::read_block_cv;
 
 /// Journal block: 1 MiB. Small enough that a kill loses little, large enough that a 4 GiB
@@ -39,18 +40,13 @@ pub const BLOCK: u64 = 1 << 20;
 const MAGIC: &str = "spate-journal 2";
 
 /// `.NAME.spate-part` for a final path.
-pub fn part_path(target: &Path) -> PathBuf {
-    sibling(target, "spate-part")
+pub fn part_path(target: &Target) -> Target {
+    target.sibling("spate-part")
 }
 
 /// `.NAME.spate-journal` for a final path.
-pub fn journal_path(target: &Path) -> PathBuf {
-    sibling(target, "spate-journal")
-}
-
-fn sibling(target: &Path, ext: &str) -> PathBuf {
-    let name = target.file_name().unwrap_or_default().to_string_lossy();
-    target.with_file_name(format!(".{name}.{ext}"))
+pub fn journal_path(target: &Target) -> Target {
+    target.sibling("spate-journal")
 }
 
 /// The header line for a manifest entry: what the partial file is a part of.
@@ -75,17 +71,13 @@ pub struct Journal {
 
 impl Journal {
     /// Start a journal for `entry` at `path` listing `blocks` (already verified) first.
-    pub fn create(path: &Path, entry: &Entry, blocks: &[(u64, [u8; 32])]) -> io::Result<Journal> {
+    pub fn create(path: &Target, entry: &Entry, blocks: &[(u64, [u8; 32])]) -> io::Result<Journal> {
         let mut text = header(entry);
         text.push('\n');
         for (i, h) in blocks {
             text.push_str(&format!("{i} {}\n", hex(h)));
         }
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
+        let mut file = path.open(OpenOptions::new().write(true).create(true).truncate(true))?;
         file.write_all(text.as_bytes())?;
         Ok(Journal { file })
     }
@@ -107,9 +99,9 @@ pub struct Salvage {
 
 /// Check the partial file of `entry` at `target` against its journal. `None` if there is no
 /// usable partial (none, or one of another version of the source, or of another size).
-pub fn salvage(target: &Path, entry: &Entry) -> Option<Salvage> {
-    let journal = File::open(journal_path(target)).ok()?;
-    let part = File::open(part_path(target)).ok()?;
+pub fn salvage(target: &Target, entry: &Entry) -> Option<Salvage> {
+    let journal = journal_path(target).open_read().ok()?;
+    let part = part_path(target).open_read().ok()?;
     if part.metadata().ok()?.len() != entry.size {
         return None;
     }
@@ -150,9 +142,9 @@ fn parse_line(line: &str) -> Option<(u64, [u8; 32])> {
 }
 
 /// Remove a file's partial data and journal (after success, or when they cannot be used).
-pub fn discard(target: &Path) {
-    let _ = fs::remove_file(part_path(target));
-    let _ = fs::remove_file(journal_path(target));
+pub fn discard(target: &Target) {
+    let _ = part_path(target).remove_file();
+    let _ = journal_path(target).remove_file();
 }
 
 /// Lower-case hex.
@@ -163,18 +155,20 @@ pub fn hex(b: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::confine::Root;
+    use std::fs;
     use std::os::unix::fs::FileExt;
 
     #[test]
     fn salvage_keeps_matching_blocks_and_drops_damaged_ones() {
         let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("f");
+        let target = Root::new(dir.path()).unwrap().prepare("f").unwrap();
         let size = 3 * BLOCK + 10;
         let data: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
         let mut entry = Entry::file("f", size);
         entry.digest = Some(*blake3::hash(&data).as_bytes());
-        fs::write(part_path(&target), &data).unwrap();
-        let part = File::open(part_path(&target)).unwrap();
+        fs::write(part_path(&target).path(), &data).unwrap();
+        let part = File::open(part_path(&target).path()).unwrap();
         let mut buf = Vec::new();
         let blocks: Vec<_> = [0, 1, 3]
             .iter()
@@ -186,9 +180,9 @@ mod tests {
         let s = salvage(&target, &entry).unwrap();
         assert_eq!(s.good.iter().map(|b| b.0).collect::<Vec<_>>(), [0, 1, 3]);
         // Damage block 1: it is no longer vouched for.
-        let f = OpenOptions::new()
+        let f = fs::OpenOptions::new()
             .write(true)
-            .open(part_path(&target))
+            .open(part_path(&target).path())
             .unwrap();
         f.write_all_at(b"X", BLOCK + 5).unwrap();
         let s = salvage(&target, &entry).unwrap();

@@ -23,11 +23,10 @@
 //! failed loses its own partial file either way, and only its own.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::ops::Range;
 use std::os::unix::fs::{FileExt, PermissionsExt};
-use std::path::PathBuf;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -36,7 +35,7 @@ use blake3::hazmat::{ChainingValue, HasherExt};
 use spate_proto::ranges::RangeSet;
 use spate_proto::{Entry, EntryKind, Manifest};
 
-use crate::confine::Root;
+use crate::confine::{Root, Target};
 use crate::journal::{self, Journal, BLOCK};
 use crate::scan::digest_reader;
 use crate::treehash::{self, BlockHasher};
@@ -119,14 +118,18 @@ pub fn find_held(root: &Root, manifest: &Manifest) -> io::Result<Held> {
 }
 
 /// A regular file of the entry's size and digest is already at `target`.
-fn in_place(target: &std::path::Path, e: &Entry) -> bool {
-    let (Ok(m), Some(want)) = (fs::symlink_metadata(target), e.digest) else {
+fn in_place(target: &Target, e: &Entry) -> bool {
+    let (Ok(m), Some(want)) = (target.symlink_metadata(), e.digest) else {
         return false;
     };
     if !m.is_file() || m.len() != e.size {
         return false;
     }
-    crate::scan::digest_file(target, &mut |_| {}).is_ok_and(|(got, _)| got == want)
+    let Ok(f) = target.open_read() else {
+        return false;
+    };
+    let mut r = io::BufReader::with_capacity(1 << 20, f);
+    crate::scan::digest_reader(&mut r, &mut |_| {}).is_ok_and(|(got, _)| got == want)
 }
 
 /// What the writer reports back.
@@ -254,7 +257,7 @@ impl Drop for Sink {
 
 struct Writer {
     manifest: Manifest,
-    targets: Vec<PathBuf>,
+    targets: Vec<Target>,
     back: Sender<Back>,
     open: HashMap<u32, Open>,
     held: Held,
@@ -292,7 +295,7 @@ impl Open {
 }
 
 impl Writer {
-    fn new(manifest: Manifest, targets: Vec<PathBuf>, held: Held, back: Sender<Back>) -> Self {
+    fn new(manifest: Manifest, targets: Vec<Target>, held: Held, back: Sender<Back>) -> Self {
         Writer {
             manifest,
             targets,
@@ -333,7 +336,7 @@ impl Writer {
         }
     }
 
-    fn entry(&self, object: u32) -> io::Result<(&spate_proto::Entry, &PathBuf)> {
+    fn entry(&self, object: u32) -> io::Result<(&spate_proto::Entry, &Target)> {
         let i = (object as usize)
             .checked_sub(1)
             .filter(|&i| i < self.targets.len())
@@ -347,12 +350,13 @@ impl Writer {
             let (entry, target) = (e.clone(), target.clone());
             let reuse = self.held.partial.remove(&object).unwrap_or_default();
             let fresh = reuse.is_empty();
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(fresh)
-                .open(journal::part_path(&target))?;
+            let file = journal::part_path(&target).open(
+                cap_std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(fresh),
+            )?;
             file.set_len(entry.size)?;
             let blocks = entry.size.div_ceil(BLOCK) as usize;
             let mut open = Open {
@@ -432,18 +436,18 @@ impl Writer {
         let size = e.size;
         let target = target.clone();
         if kind == EntryKind::Directory {
-            match fs::symlink_metadata(&target) {
+            match target.symlink_metadata() {
                 Ok(m) if m.is_dir() => {}
                 Ok(_) => {
                     return Err(io::Error::other(format!(
                         "'{}' exists and is not a directory",
-                        target.display()
+                        target.path().display()
                     )))
                 }
-                Err(_) => fs::create_dir(&target)?,
+                Err(_) => target.create_dir()?,
             }
             if mode != 0 {
-                fs::set_permissions(&target, fs::Permissions::from_mode(mode & 0o777 | 0o700))?;
+                target.set_mode(mode & 0o777 | 0o700)?;
             }
             return Ok(());
         }
@@ -486,7 +490,7 @@ impl Writer {
             }
         }
         if mode != 0 {
-            f.set_permissions(fs::Permissions::from_mode(mode & 0o777))?;
+            f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
         }
         if let Some(t) = mtime {
             let when = if t.secs >= 0 {
@@ -498,14 +502,14 @@ impl Writer {
             let _ = f.set_modified(when);
         }
         drop(f);
-        if fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
+        if target.symlink_metadata().is_ok_and(|m| m.is_dir()) {
             return Err(io::Error::other(format!(
                 "'{}' exists and is a directory",
-                target.display()
+                target.path().display()
             )));
         }
-        fs::rename(&tmp, &target)?;
-        let _ = fs::remove_file(journal::journal_path(&target));
+        tmp.rename_to(&target)?;
+        let _ = journal::journal_path(&target).remove_file();
         Ok(())
     }
 
@@ -589,18 +593,23 @@ mod tests {
     fn a_bad_file_costs_a_resuming_session_only_its_own_partial() {
         for keep in [true, false] {
             let dir = tempfile::tempdir().unwrap();
-            let root = fs::canonicalize(dir.path()).unwrap();
-            fail_first_of_two(&root, keep);
-            let (a, b) = (root.join("a.bin"), root.join("b.bin"));
+            fail_first_of_two(dir.path(), keep);
+            let root = Root::new(dir.path()).unwrap();
+            let (a, b) = (
+                root.prepare("a.bin").unwrap(),
+                root.prepare("b.bin").unwrap(),
+            );
             for p in [
                 journal::part_path(&a),
                 journal::journal_path(&a),
                 a,
                 b.clone(),
             ] {
+                let p = p.path();
                 assert!(!p.exists(), "{} exists (keep {keep})", p.display());
             }
             for p in [journal::part_path(&b), journal::journal_path(&b)] {
+                let p = p.path();
                 assert_eq!(p.exists(), keep, "{} (keep {keep})", p.display());
             }
         }
