@@ -164,6 +164,14 @@ fn refuse(msg: String) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tempfile::TempDir;
+
+    /// A root in a fresh directory, and another directory outside it.
+    fn root_and_outside() -> (TempDir, Root, TempDir) {
+        let t = tempfile::tempdir().unwrap();
+        let root = Root::new(t.path()).unwrap();
+        (t, root, tempfile::tempdir().unwrap())
+    }
 
     #[test]
     fn paths_stay_below_the_root() {
@@ -179,10 +187,8 @@ mod tests {
 
     #[test]
     fn symlinks_are_not_followed() {
-        let t = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
+        let (t, root, outside) = root_and_outside();
         std::os::unix::fs::symlink(outside.path(), t.path().join("link")).unwrap();
-        let root = Root::new(t.path()).unwrap();
         let e = root.prepare("link/file").unwrap_err();
         assert!(e.to_string().contains("symbolic link"), "{e}");
         let e = root.prepare("link").unwrap_err();
@@ -195,9 +201,7 @@ mod tests {
     /// root, so each fails and nothing appears outside.
     #[test]
     fn a_directory_swapped_for_a_link_after_the_check_does_not_lead_out() {
-        let t = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        let root = Root::new(t.path()).unwrap();
+        let (t, root, outside) = root_and_outside();
         let target = root.prepare("d/f").unwrap();
         let part = target.sibling("spate-part");
         fs::remove_dir(t.path().join("d")).unwrap();
@@ -221,9 +225,7 @@ mod tests {
     /// A link at the final name, planted after the check, is not followed either.
     #[test]
     fn a_link_planted_at_the_final_name_is_not_followed() {
-        let t = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        let root = Root::new(t.path()).unwrap();
+        let (t, root, outside) = root_and_outside();
         let target = root.prepare("f").unwrap();
         let victim = outside.path().join("victim");
         fs::write(&victim, b"keep").unwrap();
