@@ -25,11 +25,14 @@ use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, Metadata, OpenOptions, Permissions, PermissionsExt};
 use spate_proto::manifest::validate_path;
 
-/// The directory transfers are confined to.
+/// The directory transfers are confined to. Cheap to clone: every [`Target`] holds one.
 #[derive(Debug, Clone)]
-pub struct Root {
+pub struct Root(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
     path: PathBuf,
-    dir: Arc<Dir>,
+    dir: Dir,
 }
 
 impl Root {
@@ -47,15 +50,17 @@ impl Root {
         let path = fs::canonicalize(dir)?;
         let handle = Dir::open_ambient_dir(&path, cap_std::ambient_authority())
             .map_err(|e| anyhow::anyhow!("--root '{}': {e}", path.display()))?;
-        Ok(Root {
-            path,
-            dir: Arc::new(handle),
-        })
+        Ok(Root(Arc::new(Shared { path, dir: handle })))
     }
 
     /// The root directory.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.0.path
+    }
+
+    /// The open handle every operation resolves beneath.
+    fn dir(&self) -> &Dir {
+        &self.0.dir
     }
 
     /// The place for `rel`, creating its parent directories below the root. Refuses paths
@@ -67,22 +72,22 @@ impl Root {
         for (i, part) in parts.iter().enumerate() {
             at.push(part);
             let last = i + 1 == parts.len();
-            match self.dir.symlink_metadata(&at) {
+            match self.dir().symlink_metadata(&at) {
                 Ok(m) if m.file_type().is_symlink() => {
                     return Err(refuse(format!(
                         "'{}' is a symbolic link; refusing to write through it",
-                        self.path.join(&at).display()
+                        self.path().join(&at).display()
                     )))
                 }
                 Ok(m) if !last && !m.is_dir() => {
                     return Err(refuse(format!(
                         "'{}' exists and is not a directory",
-                        self.path.join(&at).display()
+                        self.path().join(&at).display()
                     )))
                 }
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound && !last => {
-                    self.dir.create_dir(&at)?
+                    self.dir().create_dir(&at)?
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
@@ -105,7 +110,7 @@ pub struct Target {
 impl Target {
     /// The absolute path (for messages: operations go through the root's handle).
     pub fn path(&self) -> PathBuf {
-        self.root.path.join(&self.rel)
+        self.root.path().join(&self.rel)
     }
 
     /// `.NAME.ext` beside this one.
@@ -119,14 +124,14 @@ impl Target {
 
     /// Metadata, not following a symbolic link at the end.
     pub fn symlink_metadata(&self) -> io::Result<Metadata> {
-        self.root.dir.symlink_metadata(&self.rel)
+        self.root.dir().symlink_metadata(&self.rel)
     }
 
     /// Open with `options` (a symbolic link at the end is not followed).
     pub fn open(&self, options: &OpenOptions) -> io::Result<fs::File> {
         let mut o = options.clone();
         o.follow(FollowSymlinks::No);
-        Ok(self.root.dir.open_with(&self.rel, &o)?.into_std())
+        Ok(self.root.dir().open_with(&self.rel, &o)?.into_std())
     }
 
     /// Open for reading.
@@ -136,24 +141,24 @@ impl Target {
 
     /// Create this directory.
     pub fn create_dir(&self) -> io::Result<()> {
-        self.root.dir.create_dir(&self.rel)
+        self.root.dir().create_dir(&self.rel)
     }
 
     /// Set the permission bits of this file or directory.
     pub fn set_mode(&self, mode: u32) -> io::Result<()> {
         self.root
-            .dir
+            .dir()
             .set_permissions(&self.rel, Permissions::from_mode(mode))
     }
 
     /// Rename this file over `to` (replacing a file there).
     pub fn rename_to(&self, to: &Target) -> io::Result<()> {
-        self.root.dir.rename(&self.rel, &to.root.dir, &to.rel)
+        self.root.dir().rename(&self.rel, to.root.dir(), &to.rel)
     }
 
     /// Remove this file.
     pub fn remove_file(&self) -> io::Result<()> {
-        self.root.dir.remove_file(&self.rel)
+        self.root.dir().remove_file(&self.rel)
     }
 }
 

@@ -257,12 +257,7 @@ impl Session {
                 Outcome::Done(_) => self.placed += 1,
                 Outcome::Failed(msg) => {
                     self.rx.close(CloseCode::Application, &msg);
-                    self.error.get_or_insert(msg);
-                    // The other files' partials: kept for a resume, else removed.
-                    let keep = self.rx.resumes();
-                    if let Some(s) = self.sink.as_mut() {
-                        s.abort(keep);
-                    }
+                    self.abort_sink(msg);
                 }
             }
         }
@@ -274,6 +269,16 @@ impl Session {
             socket.send(self.peer, &out[..t.len], t.segment_size)?;
         }
         Ok(())
+    }
+
+    /// The session failed with `why` (the first reason is kept): partial files stay for a
+    /// resume, else they are removed.
+    fn abort_sink(&mut self, why: String) {
+        self.error.get_or_insert(why);
+        let keep = self.rx.resumes();
+        if let Some(s) = self.sink.as_mut() {
+            s.abort(keep);
+        }
     }
 
     fn drain_events(&mut self) {
@@ -291,13 +296,7 @@ impl Session {
                     }
                 }
                 ReceiverEvent::Complete => self.all_received = true,
-                ReceiverEvent::Failed(err) => {
-                    let keep = self.rx.resumes();
-                    if let Some(s) = self.sink.as_mut() {
-                        s.abort(keep);
-                    }
-                    self.error.get_or_insert(err.to_string());
-                }
+                ReceiverEvent::Failed(err) => self.abort_sink(err.to_string()),
             }
         }
     }
