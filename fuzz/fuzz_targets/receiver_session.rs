@@ -16,6 +16,7 @@ impl Source for Zeros {
 
 fuzz_target!(|data: &[u8]| {
     let m = Manifest {
+        destination: String::new(),
         entries: vec![Entry::file("a", 10_000)],
     };
     let mut s = Sender::new(

@@ -4,6 +4,7 @@ mod bench;
 mod grid_cmd;
 mod plot;
 mod sim_cmd;
+mod vectors_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -23,6 +24,7 @@ enum Command {
     /// Measure Spate's speed against raw UDP and TCP on this machine (loopback; a veth pair
     /// between network namespaces when root).
     BenchIo(bench::BenchArgs),
+    TestVectors(vectors_cmd::VectorsArgs),
     /// One end of a bench-io measurement (started by bench-io itself).
     #[command(hide = true)]
     BenchEnd(bench::EndArgs),
@@ -35,6 +37,7 @@ fn main() {
         Command::Grid(a) => grid_cmd::run(a),
         Command::BenchIo(a) => bench::run(a),
         Command::BenchEnd(a) => bench::run_end(a),
+        Command::TestVectors(a) => vectors_cmd::run(a),
     };
     if let Err(e) = res {
         eprintln!("spate-lab: error: {e:#}");

@@ -1,14 +1,17 @@
-//! The manifest: what a session transfers (`docs/spec.md` §5).
+//! The manifest: what a session transfers and where it goes (`docs/spec.md` §5).
 //!
-//! The manifest is object 0 of a session. It lists the entries (files and directories) with
-//! their relative paths, sizes and metadata; entry *i* (counting from 0) is object *i + 1*.
+//! The manifest is object 0 of a session. It names the destination and lists the entries
+//! (files and directories) with their relative paths, sizes and metadata; entry *i* (counting
+//! from 0) is object *i + 1*.
 //!
 //! ```text
 //! Manifest:
+//!   Destination Length (varint)  at most 4096
+//!   Destination (..)     UTF-8: empty (the receiver's root) or a relative path, maybe ending in '/'
 //!   Entry Count (varint)
 //!   Entry × Entry Count:
 //!     Flags (8)            bit 0: digest present; bit 1: mtime present;
-//!                          bits 2–3: kind (0 = file, 1 = directory); other bits zero
+//!                          bits 2–3: kind (0 = file, 1 = directory); bits 4–7 unassigned
 //!     Size (varint)        bytes of the object (0 for a directory)
 //!     Mode (varint)        permission bits (low 12 bits); 0 = unspecified
 //!     [Mtime Seconds (varint, zigzag)]  if bit 1: seconds since 1970-01-01 UTC
@@ -19,13 +22,22 @@
 //! ```
 //!
 //! > §5.2: A path is relative: non-empty, not starting with '/', with no empty, "." or ".."
-//! > component, and containing neither NUL nor '\'. Two entries may not have the same path. A
-//! > receiver rejects a manifest that breaks these rules (CLOSE with Refused) rather than
+//! > component, and containing neither NUL nor '\'. Two entries may not have the same path. An
+//! > entry whose path has several components is preceded by a directory entry for its parent.
+//! > A receiver rejects a manifest that breaks these rules (CLOSE with Refused) rather than
 //! > rewriting paths, so nothing is ever written outside the destination.
+//!
+//! > §5.3: A manifest of exactly one entry, a file, sent to a Destination that does not end in
+//! > '/' and that is not an existing directory at the receiver, is written *as* the
+//! > Destination (`spate send a.iso host:b.iso` makes `b.iso`). In every other case each entry
+//! > is written *into* the Destination, at `Destination/Path` (scp's and rsync's rule).
+//!
+//! Only the receiver knows whether the Destination is a directory, so the manifest carries it
+//! as such and [`Manifest::placed_paths`] resolves it there.
 //!
 //! Decoding never panics and bounds what a hostile sender can make us allocate.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use crate::codec::{Reader, Writer};
 use crate::wire::WireError;
@@ -105,6 +117,14 @@ pub enum ManifestError {
         /// What is wrong.
         why: &'static str,
     },
+    /// The destination is not empty or a relative path (§5.1).
+    #[error("destination {destination:?} {why}")]
+    BadDestination {
+        /// The destination, lossily decoded.
+        destination: String,
+        /// What is wrong.
+        why: &'static str,
+    },
     /// Two entries share a path.
     #[error("entries {first} and {second} have the same path {path:?}")]
     DuplicatePath {
@@ -125,9 +145,12 @@ pub enum ManifestError {
     },
 }
 
-/// The list of entries a session moves.
+/// What a session moves, and where to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Manifest {
+    /// Where the entries go, relative to the receiver's root: empty for the root itself,
+    /// else a path of §5.2, optionally ending in one '/' ("a directory, even if absent").
+    pub destination: String,
     /// Entries; entry `i` is object `i + 1`.
     pub entries: Vec<Entry>,
 }
@@ -135,6 +158,16 @@ pub struct Manifest {
 const FLAG_DIGEST: u8 = 0x01;
 const FLAG_MTIME: u8 = 0x02;
 const KIND_SHIFT: u8 = 2;
+
+/// Check a Destination against spec §5.1: empty, or a path of §5.2 with at most one trailing '/'.
+pub fn validate_destination(dest: &str) -> Result<(), &'static str> {
+    match dest.strip_suffix('/') {
+        None if dest.is_empty() => Ok(()),
+        Some("") => Err("is '/' alone (the root is the empty destination)"),
+        Some(d) => validate_path(d),
+        None => validate_path(dest),
+    }
+}
 
 /// Check a relative path against spec §5.2.
 pub fn validate_path(path: &str) -> Result<(), &'static str> {
@@ -178,13 +211,61 @@ impl Manifest {
         self.entries.get(i).map(|e| e.size)
     }
 
-    /// Check every rule of §5.2.
+    /// A manifest of `entries` for the receiver's root (empty destination).
+    pub fn new(entries: Vec<Entry>) -> Manifest {
+        Manifest {
+            destination: String::new(),
+            entries,
+        }
+    }
+
+    /// True when the only entry, a file, is written as the destination itself (§5.3):
+    /// `dest_is_dir` says whether the receiver has a directory at the destination.
+    pub fn writes_as_destination(&self, dest_is_dir: bool) -> bool {
+        !dest_is_dir
+            && !self.destination.is_empty()
+            && !self.destination.ends_with('/')
+            && matches!(self.entries.as_slice(), [e] if e.kind == EntryKind::File)
+    }
+
+    /// The destination without its trailing '/': empty for the root.
+    pub fn destination_dir(&self) -> &str {
+        self.destination
+            .strip_suffix('/')
+            .unwrap_or(&self.destination)
+    }
+
+    /// Where each entry is written, relative to the receiver's root (§5.3). The joined paths
+    /// may exceed [`MAX_PATH`]; the receiver checks each before use.
+    pub fn placed_paths(&self, dest_is_dir: bool) -> Vec<String> {
+        let dir = self.destination_dir();
+        if self.writes_as_destination(dest_is_dir) {
+            return vec![dir.to_owned()];
+        }
+        self.entries
+            .iter()
+            .map(|e| {
+                if dir.is_empty() {
+                    e.path.clone()
+                } else {
+                    format!("{dir}/{}", e.path)
+                }
+            })
+            .collect()
+    }
+
+    /// Check every rule of §5.1–§5.2.
     pub fn validate(&self) -> Result<(), ManifestError> {
         if self.entries.len() as u64 > MAX_ENTRIES {
             return Err(ManifestError::TooManyEntries(self.entries.len() as u64));
         }
-        let mut seen = HashSet::with_capacity(self.entries.len());
-        let mut index_of = std::collections::HashMap::new();
+        validate_destination(&self.destination).map_err(|why| ManifestError::BadDestination {
+            destination: self.destination.clone(),
+            why,
+        })?;
+        // Path → (index, kind) of the entries so far.
+        let mut seen: HashMap<&str, (usize, EntryKind)> =
+            HashMap::with_capacity(self.entries.len());
         for (index, e) in self.entries.iter().enumerate() {
             validate_path(&e.path).map_err(|why| ManifestError::BadPath {
                 index,
@@ -205,14 +286,23 @@ impl Manifest {
                     });
                 }
             }
-            if !seen.insert(e.path.as_str()) {
+            if let Some(&(first, _)) = seen.get(e.path.as_str()) {
                 return Err(ManifestError::DuplicatePath {
-                    first: index_of[e.path.as_str()],
+                    first,
                     second: index,
                     path: e.path.clone(),
                 });
             }
-            index_of.insert(e.path.as_str(), index);
+            if let Some((parent, _)) = e.path.rsplit_once('/') {
+                if !matches!(seen.get(parent), Some((_, EntryKind::Directory))) {
+                    return Err(ManifestError::BadPath {
+                        index,
+                        path: e.path.clone(),
+                        why: "is not preceded by a directory entry for its parent",
+                    });
+                }
+            }
+            seen.insert(e.path.as_str(), (index, e.kind));
         }
         Ok(())
     }
@@ -225,9 +315,12 @@ impl Manifest {
             .iter()
             .map(|e| 64 + e.path.len())
             .sum::<usize>()
-            + 8;
+            + 16
+            + self.destination.len();
         let mut out = vec![0u8; cap];
         let mut w = Writer::new(&mut out);
+        w.varint(self.destination.len() as u64)?;
+        w.put(self.destination.as_bytes())?;
         w.varint(self.entries.len() as u64)?;
         for e in &self.entries {
             let kind = match e.kind {
@@ -261,6 +354,17 @@ impl Manifest {
             return Err(WireError::Invalid("manifest larger than 64 MiB").into());
         }
         let mut r = Reader::new(bytes);
+        let dest_len = r.varint()?;
+        if dest_len > MAX_PATH as u64 + 1 {
+            return Err(WireError::Invalid("destination longer than 4097 bytes").into());
+        }
+        let raw = r.bytes(dest_len as usize)?;
+        let destination = std::str::from_utf8(raw)
+            .map_err(|_| ManifestError::BadDestination {
+                destination: String::from_utf8_lossy(raw).into_owned(),
+                why: "is not UTF-8",
+            })?
+            .to_owned();
         let count = r.varint()?;
         if count > MAX_ENTRIES {
             return Err(ManifestError::TooManyEntries(count));
@@ -268,13 +372,8 @@ impl Manifest {
         // Each entry takes at least 4 bytes, which bounds the allocation by the input size.
         let mut entries = Vec::with_capacity((count as usize).min(bytes.len() / 4));
         for index in 0..count as usize {
+            // §8.4: unassigned flag bits (4–7) are ignored on receipt.
             let flags = r.u8()?;
-            if flags & !0x0f != 0 {
-                return Err(ManifestError::BadEntry {
-                    index,
-                    why: "reserved flag bits set",
-                });
-            }
             let kind = match (flags >> KIND_SHIFT) & 0x3 {
                 0 => EntryKind::File,
                 1 => EntryKind::Directory,
@@ -341,7 +440,10 @@ impl Manifest {
         if r.remaining() != 0 {
             return Err(WireError::Invalid("trailing bytes after manifest").into());
         }
-        let m = Manifest { entries };
+        let m = Manifest {
+            destination,
+            entries,
+        };
         m.validate()?;
         Ok(m)
     }
@@ -361,6 +463,7 @@ mod tests {
 
     fn sample() -> Manifest {
         Manifest {
+            destination: String::new(),
             entries: vec![
                 Entry {
                     path: "dir".into(),
@@ -396,12 +499,14 @@ mod tests {
     #[test]
     fn literal_bytes_of_one_file() {
         let m = Manifest {
+            destination: String::new(),
             entries: vec![Entry::file("a", 300)],
         };
-        // count=1, flags=0, size=300 (2-byte varint 0x412c), mode=0, path len=1, "a"
+        // destination len=0, count=1, flags=0, size=300 (2-byte varint 0x412c), mode=0,
+        // path len=1, "a"
         assert_eq!(
             m.encode().unwrap(),
-            vec![0x01, 0x00, 0x41, 0x2c, 0x00, 0x01, b'a']
+            vec![0x00, 0x01, 0x00, 0x41, 0x2c, 0x00, 0x01, b'a']
         );
     }
 
@@ -418,6 +523,7 @@ mod tests {
             "a/\0",
         ] {
             let m = Manifest {
+                destination: String::new(),
                 entries: vec![Entry::file(bad, 1)],
             };
             assert!(
@@ -426,6 +532,7 @@ mod tests {
             );
         }
         let dup = Manifest {
+            destination: String::new(),
             entries: vec![Entry::file("x", 1), Entry::file("x", 2)],
         };
         assert!(matches!(
@@ -436,13 +543,94 @@ mod tests {
 
     #[test]
     fn hostile_counts_do_not_allocate() {
-        // Claims a million entries in 5 bytes.
-        let bytes = [0x80, 0x0f, 0x42, 0x40, 0x00];
+        // Claims a million entries in 6 bytes.
+        let bytes = [0x00, 0x80, 0x0f, 0x42, 0x40, 0x00];
         assert!(Manifest::decode(&bytes).is_err());
-        let too_many = [0x80, 0x0f, 0x42, 0x41];
+        let too_many = [0x00, 0x80, 0x0f, 0x42, 0x41];
         assert!(matches!(
             Manifest::decode(&too_many),
             Err(ManifestError::TooManyEntries(_))
         ));
+    }
+
+    fn placed(dest: &str, entries: Vec<Entry>, dest_is_dir: bool) -> Vec<String> {
+        let m = Manifest {
+            destination: dest.into(),
+            entries,
+        };
+        let back = Manifest::decode(&m.encode().unwrap()).unwrap();
+        assert_eq!(back, m, "the destination survives encoding");
+        back.placed_paths(dest_is_dir)
+    }
+
+    /// §5.3: one file to a destination that is not a directory is written as it; anything
+    /// else goes into it.
+    #[test]
+    fn destination_rule_of_scp() {
+        let f = || Entry::file("a.iso", 3);
+        assert_eq!(placed("b.iso", vec![f()], false), ["b.iso"]);
+        assert_eq!(placed("x/b.iso", vec![f()], false), ["x/b.iso"]);
+        assert_eq!(placed("b.iso", vec![f()], true), ["b.iso/a.iso"]);
+        assert_eq!(placed("d/", vec![f()], false), ["d/a.iso"]);
+        assert_eq!(placed("", vec![f()], false), ["a.iso"]);
+        assert_eq!(
+            placed("d", vec![f(), Entry::file("b", 1)], false),
+            ["d/a.iso", "d/b"]
+        );
+        let dir = Entry {
+            kind: EntryKind::Directory,
+            ..Entry::file("t", 0)
+        };
+        assert_eq!(
+            placed("d", vec![dir.clone(), Entry::file("t/x", 1)], false),
+            ["d/t", "d/t/x"]
+        );
+        // A lone directory (`-r` of an empty tree) goes into the destination too.
+        assert_eq!(placed("d", vec![dir], false), ["d/t"]);
+    }
+
+    #[test]
+    fn bad_destinations_are_rejected() {
+        for bad in ["/", "/abs", "../x", "a//", "a/./b", "a\\b"] {
+            let m = Manifest {
+                destination: bad.into(),
+                entries: vec![Entry::file("a", 1)],
+            };
+            assert!(
+                matches!(m.encode(), Err(ManifestError::BadDestination { .. })),
+                "destination {bad:?} was accepted"
+            );
+        }
+    }
+
+    /// §5.2: an entry below a directory needs that directory's entry earlier in the list.
+    #[test]
+    fn parents_precede_their_contents() {
+        let dir = |p: &str| Entry {
+            kind: EntryKind::Directory,
+            ..Entry::file(p, 0)
+        };
+        let ok = Manifest::new(vec![dir("a"), dir("a/b"), Entry::file("a/b/c", 1)]);
+        assert!(ok.encode().is_ok());
+        for bad in [
+            vec![Entry::file("a/b", 1)],
+            vec![Entry::file("a/b", 1), dir("a")],
+            vec![Entry::file("a", 1), Entry::file("a/b", 1)],
+        ] {
+            let m = Manifest::new(bad.clone());
+            assert!(
+                matches!(m.encode(), Err(ManifestError::BadPath { .. })),
+                "{bad:?} was accepted"
+            );
+        }
+    }
+
+    /// §8.4: unassigned flag bits (here 4–7 of an entry's Flags) are ignored on receipt.
+    #[test]
+    fn unassigned_entry_flags_are_ignored() {
+        let m = Manifest::new(vec![Entry::file("a", 300)]);
+        let mut bytes = m.encode().unwrap();
+        bytes[2] |= 0xf0;
+        assert_eq!(Manifest::decode(&bytes).unwrap(), m);
     }
 }

@@ -26,7 +26,8 @@ fn datagram(session: u32) -> impl Strategy<Value = Vec<u8>> {
 
 fn pair() -> (Sender, Receiver) {
     let m = Manifest {
-        entries: vec![Entry::file("a", 100_000), Entry::file("b/c", 7)],
+        destination: String::new(),
+        entries: vec![Entry::file("a", 100_000), Entry::file("b-c", 7)],
     };
     // Both sides resume, so garbage also meets the HAVE path (the sender waits for one).
     let mut cfg = SenderConfig::new(RateConfig::fixed(10_000_000));

@@ -66,6 +66,7 @@ fn run_batched(
     reverse: impl Fn(u64, Instant) -> Fate,
 ) -> Outcome {
     let manifest = Manifest {
+        destination: String::new(),
         entries: sizes
             .iter()
             .enumerate()

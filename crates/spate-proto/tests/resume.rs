@@ -45,6 +45,7 @@ fn run(
     drop_first_have: bool,
 ) -> Outcome {
     let manifest = Manifest {
+        destination: String::new(),
         entries: SIZES
             .iter()
             .enumerate()

@@ -25,8 +25,18 @@ enum Verdict {
 /// A lossless link with 5 ms one-way delay; returns the sender's events and whether the
 /// receiver saw `Complete`. Bounded to 30 s of virtual time.
 fn run(verify: bool, check: Duration, verdict: Verdict) -> (Vec<SenderEvent>, bool) {
+    // VERIFY needs a digest for every file (§6.8); the values do not matter here, the
+    // application's verdict is scripted.
+    let digest = |mut e: Entry| {
+        e.digest = Some([9; 32]);
+        e
+    };
     let manifest = Manifest {
-        entries: vec![Entry::file("a", 100_000), Entry::file("b", 0)],
+        destination: String::new(),
+        entries: vec![
+            digest(Entry::file("a", 100_000)),
+            digest(Entry::file("b", 0)),
+        ],
     };
     let mut cfg = SenderConfig::new(RateConfig::fixed(50_000_000));
     cfg.verify = verify;

@@ -97,6 +97,7 @@ impl Flow {
     /// Create the sender at its start time.
     pub fn start(&mut self, now: Instant) {
         let manifest = Manifest {
+            destination: String::new(),
             entries: vec![Entry::file(format!("flow{}.bin", self.session), self.size)],
         };
         let mut cfg = SenderConfig::new(self.spec.rate);

@@ -63,6 +63,16 @@ impl Root {
         &self.0.dir
     }
 
+    /// Where `manifest`'s entries go below this root (spec §5.3): a single file sent to a
+    /// destination that is not an existing directory here is written as it. A symbolic link
+    /// at the destination is not a directory (and `prepare` refuses to write through it).
+    pub fn placed_paths(&self, manifest: &spate_proto::Manifest) -> Vec<String> {
+        let dest = manifest.destination_dir();
+        let dest_is_dir =
+            dest.is_empty() || self.dir().symlink_metadata(dest).is_ok_and(|m| m.is_dir());
+        manifest.placed_paths(dest_is_dir)
+    }
+
     /// The place for `rel`, creating its parent directories below the root. Refuses paths
     /// that would leave the root, and symbolic links anywhere on the way.
     pub fn prepare(&self, rel: &str) -> io::Result<Target> {

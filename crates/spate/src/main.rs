@@ -54,9 +54,19 @@ enum Command {
     },
     /// Send files or directory trees to a `spate serve`.
     ///
-    /// The last argument names the server and a destination directory below its --root:
+    /// The last argument names the server and a destination below its --root:
     /// `host:dest`, `host:port:dest` or `[v6addr]:port:dest`; `host:` or `host:.` is the root
-    /// itself. Example: `spate send -r photos/ big.iso backup.example.org:incoming`.
+    /// itself. The destination works as with scp: a single file sent to a destination that is
+    /// not an existing directory on the server (and does not end in '/') is written as that
+    /// name; otherwise — several sources, -r, a trailing '/', or an existing directory —
+    /// everything goes into it, and missing directories are created.
+    ///
+    /// Examples:
+    ///   spate send big.iso server:backup.iso       # writes backup.iso
+    ///   spate send big.iso server:isos/            # writes isos/big.iso
+    ///   spate send a.txt b.txt server:docs         # writes docs/a.txt, docs/b.txt
+    ///   spate send -r photos/ server:incoming      # writes incoming/photos/...
+    #[command(verbatim_doc_comment)]
     Send(SendArgs),
     /// Demonstrate a transfer over an emulated long, lossy link (no network or root needed).
     ///

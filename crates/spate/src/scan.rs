@@ -1,10 +1,15 @@
 //! The sender's view of the file system: command-line sources become a manifest.
 //!
-//! Each source `PATH` is sent as `DEST/NAME` where `NAME` is its last component; with `-r` a
-//! directory is walked (sorted by name, so the manifest is the same on every run, which
+//! Each source `PATH` becomes an entry named by its last component; with `-r` a directory is
+//! walked (sorted by name, so the manifest is the same on every run, which
 //! `--resume` relies on) and its subdirectories and files keep their relative paths. Each
 //! entry carries size, permission bits, modification time and — for files — the BLAKE3 digest
 //! of its content, which the receiver checks before the file is renamed into place.
+//!
+//! The destination is not joined onto the paths: the manifest carries it as it is (spec §5.1),
+//! because only the receiver knows whether it is a directory. A single file sent to `b.iso`
+//! becomes `b.iso` unless the receiver has a directory of that name; several sources, or a
+//! tree, go into it (§5.3, as scp and rsync do).
 //!
 //! Symbolic links inside a tree and special files (sockets, devices, FIFOs) are skipped and
 //! listed: sending what a link points to could leak files outside the tree, and recreating
@@ -30,33 +35,40 @@ pub struct Plan {
     pub skipped: Vec<(PathBuf, &'static str)>,
 }
 
-/// Check a destination directory: relative, below the server's root. Empty or `.` is the root.
+/// Check a destination and put it in the manifest's form (spec §5.1): relative to the server's
+/// root; empty, `.` or `./` is the root itself; a trailing '/' (kept, one) says "a directory,
+/// even if it does not exist yet".
 pub fn normalize_dest(dest: &str) -> Result<String> {
-    let d = dest.trim_end_matches('/');
+    let dir = dest.ends_with('/');
+    let mut d = dest.trim_end_matches('/');
+    while let Some(rest) = d.strip_prefix("./") {
+        d = rest.trim_start_matches('/');
+    }
     if d.is_empty() || d == "." {
         return Ok(String::new());
     }
-    let d = d.strip_prefix("./").unwrap_or(d);
     if let Err(why) = validate_path(d) {
         bail!(
-            "destination '{dest}' {why}: give a directory relative to the server's --root \
-             (for example 'incoming' or '.'), without '..' or a leading '/'"
+            "destination '{dest}' {why}: give a path relative to the server's --root \
+             (for example 'incoming', 'incoming/' or '.'), without '..' or a leading '/'"
         );
     }
-    Ok(d.to_owned())
+    Ok(if dir { format!("{d}/") } else { d.to_owned() })
 }
 
-/// Build the plan for `sources` sent into `dest` (already normalised).
+/// Build the plan for `sources` sent to `dest` (already normalised by [`normalize_dest`]).
 pub fn plan(sources: &[PathBuf], dest: &str, recursive: bool) -> Result<Plan> {
     let mut p = Plan {
-        manifest: Manifest { entries: vec![] },
+        manifest: Manifest {
+            destination: dest.to_owned(),
+            entries: vec![],
+        },
         sources: vec![],
         skipped: vec![],
     };
     for src in sources {
         let meta = fs::metadata(src).with_context(|| format!("cannot read '{}'", src.display()))?;
-        let name = source_name(src)?;
-        let path = join(dest, &name);
+        let path = source_name(src)?;
         if meta.is_dir() {
             if !recursive {
                 bail!(

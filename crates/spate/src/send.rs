@@ -78,7 +78,13 @@ pub fn send_with(
     let socket = Socket::bind(bind)?;
     let clock = Clock::new();
     let mut scfg = SenderConfig::new(cfg.rate);
-    scfg.verify = true;
+    // Verification (spec §6.8) checks each file against its digest, so it needs one for every
+    // file: files from disk always have them (`Plan::compute_digests`); the memory sources of
+    // benchmarks have none, and a receiver would refuse VERIFY without them.
+    scfg.verify = manifest
+        .entries
+        .iter()
+        .all(|e| e.kind != spate_proto::EntryKind::File || e.digest.is_some());
     scfg.resume = cfg.resume;
     scfg.handshake_timeout = cfg.connect_timeout;
     scfg.idle_timeout = cfg.idle_timeout;

@@ -12,7 +12,7 @@
 //! files that an older, still open session is writing (typically one whose sender was killed
 //! and has not timed out yet): the older session is closed and its partial files are kept.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use spate_proto::wire::{CloseCode, HEADER_LEN};
+use spate_proto::wire::{Close, CloseCode, PacketType, HEADER_LEN, MIN_DATAGRAM};
 use spate_proto::{Instant, Receiver, ReceiverConfig, ReceiverEvent};
 
 use crate::clock::Clock;
@@ -35,6 +35,11 @@ const MAX_SESSIONS: usize = 64;
 const MAX_BATCHES: usize = 16;
 /// Longest sleep of the loop.
 const MAX_WAIT: Duration = Duration::from_millis(50);
+/// How long the ID of an ended session is remembered (spec §4.1: a late HELLO must not open a
+/// new session): twice the default idle timeout, longer than a HELLO can sensibly be delayed.
+const ENDED_FOR: Duration = Duration::from_secs(120);
+/// Ended session IDs remembered at most (12 bytes each): beyond it the oldest are forgotten.
+const MAX_ENDED: usize = 4096;
 
 /// How a session ended, for the log.
 #[derive(Debug, Clone)]
@@ -73,6 +78,12 @@ struct Session {
     damaged_blocks: u64,
     /// Write nothing (see [`Server::discard`]).
     discard: bool,
+    /// Objects the protocol completed before the writer existed (empty files and directories
+    /// complete with the manifest, while a resuming session is still looking for held data):
+    /// handed to the writer as soon as it starts.
+    complete_before_sink: Vec<u32>,
+    /// Where each entry goes below the root (spec §5.3), once the manifest is here.
+    targets: Vec<String>,
 }
 
 /// The receiver daemon: binds `listen` and serves into `root` until `stop` is set.
@@ -83,6 +94,8 @@ pub struct Server {
     /// By session id. A B-tree, not a hash map: at most [`MAX_SESSIONS`], and SipHash of the id
     /// of every datagram was 4 % of the receiver's CPU.
     sessions: BTreeMap<u32, Session>,
+    /// IDs of recently ended sessions, oldest first, with the time they ended.
+    ended: VecDeque<(Instant, u32)>,
     discard: bool,
 }
 
@@ -97,6 +110,7 @@ impl Server {
             root,
             clock: Clock::new(),
             sessions: BTreeMap::new(),
+            ended: VecDeque::new(),
             discard: false,
         })
     }
@@ -151,6 +165,7 @@ impl Server {
             for id in ended {
                 if let Some(s) = self.sessions.remove(&id) {
                     log(&s.log(now));
+                    self.remember_ended(now, id);
                 }
             }
             self.socket.wait(self.clock.until(next), false)?;
@@ -174,6 +189,10 @@ impl Server {
             s.drain_events();
             return;
         }
+        if self.ended.iter().any(|&(_, e)| e == id) {
+            self.answer_ended(from, id, d);
+            return;
+        }
         if self.sessions.len() >= MAX_SESSIONS {
             return;
         }
@@ -195,9 +214,40 @@ impl Server {
                 scan: None,
                 damaged_blocks: 0,
                 discard: self.discard,
+                complete_before_sink: Vec::new(),
+                targets: Vec::new(),
             };
             s.drain_events();
             self.sessions.insert(id, s);
+        }
+    }
+
+    fn remember_ended(&mut self, now: Instant, id: u32) {
+        while self
+            .ended
+            .front()
+            .is_some_and(|&(at, _)| now.saturating_since(at) > ENDED_FOR)
+            || self.ended.len() >= MAX_ENDED
+        {
+            self.ended.pop_front();
+        }
+        self.ended.push_back((now, id));
+    }
+
+    /// A packet for a session that ended: a HELLO (delayed in the network, or a sender that
+    /// reused its ID) gets a CLOSE instead of a new session nobody would drive (spec §4.1).
+    /// Only a full-size HELLO is answered, so the answer is never larger than the packet.
+    fn answer_ended(&self, from: SocketAddr, id: u32, d: &[u8]) {
+        let is_hello = d
+            .get(1)
+            .is_some_and(|b| b & 0x0f == PacketType::Hello as u8);
+        if !is_hello || d.len() < MIN_DATAGRAM {
+            return;
+        }
+        let mut out = [0u8; 128];
+        let reason = "this session has ended; a new session needs a new session ID";
+        if let Ok(n) = Close::datagram(&mut out, id, 0, CloseCode::Refused, reason) {
+            let _ = self.socket.send(from, &out[..n], n);
         }
     }
 
@@ -214,12 +264,10 @@ impl Server {
             let Some(m) = self.sessions[&id].rx.manifest().cloned() else {
                 continue;
             };
-            let paths: HashSet<&str> = m.entries.iter().map(|e| e.path.as_str()).collect();
+            let placed = self.sessions[&id].targets.clone();
+            let paths: HashSet<&str> = placed.iter().map(String::as_str).collect();
             for (&other, s) in &mut self.sessions {
-                let shares = other != id
-                    && s.rx.manifest().is_some_and(|om| {
-                        om.entries.iter().any(|e| paths.contains(e.path.as_str()))
-                    });
+                let shares = other != id && s.targets.iter().any(|p| paths.contains(p.as_str()));
                 if shares {
                     let msg = "superseded: a newer transfer of the same files started".to_owned();
                     s.rx.close(CloseCode::Application, &msg);
@@ -232,7 +280,7 @@ impl Server {
             let (tx, rx) = mpsc::channel();
             let root = self.root.clone();
             std::thread::spawn(move || {
-                let _ = tx.send(find_held(&root, &m));
+                let _ = tx.send(find_held(&root, &m, &placed));
             });
             if let Some(s) = self.sessions.get_mut(&id) {
                 s.scan_wanted = false;
@@ -283,6 +331,9 @@ impl Session {
 
     fn drain_events(&mut self) {
         while let Some(e) = self.rx.poll_event() {
+            if let (ReceiverEvent::ManifestReady, Some(m)) = (&e, self.rx.manifest()) {
+                self.targets = self.root.placed_paths(m);
+            }
             match e {
                 ReceiverEvent::ManifestReady if self.rx.wants_resume() => {
                     self.scan_wanted = true;
@@ -290,11 +341,10 @@ impl Session {
                 ReceiverEvent::ManifestReady if self.discard => {}
                 ReceiverEvent::ManifestReady => self.start_sink(Held::default()),
                 ReceiverEvent::ObjectComplete(_) if self.discard => self.placed += 1,
-                ReceiverEvent::ObjectComplete(o) => {
-                    if let Some(s) = self.sink.as_mut() {
-                        s.finish(o);
-                    }
-                }
+                ReceiverEvent::ObjectComplete(o) => match self.sink.as_mut() {
+                    Some(s) => s.finish(o),
+                    None => self.complete_before_sink.push(o),
+                },
                 ReceiverEvent::Complete => self.all_received = true,
                 ReceiverEvent::Failed(err) => self.abort_sink(err.to_string()),
             }
@@ -305,8 +355,13 @@ impl Session {
         let Some(m) = self.rx.manifest() else {
             return;
         };
-        match Sink::start(self.root.clone(), m, held) {
-            Ok(sink) => self.sink = Some(sink),
+        match Sink::start(self.root.clone(), m, &self.targets, held) {
+            Ok(mut sink) => {
+                for o in self.complete_before_sink.drain(..) {
+                    sink.finish(o);
+                }
+                self.sink = Some(sink);
+            }
             Err(e) => {
                 let msg = format!("refused: {e}");
                 self.rx.close(CloseCode::Refused, &msg);

@@ -92,17 +92,17 @@ impl Held {
     }
 }
 
-/// Find what is already below `root` for `manifest`: final files with the right digest, and
-/// partial files whose journaled blocks still match. Reads (and hashes) those files: run it
-/// off the network thread.
-pub fn find_held(root: &Root, manifest: &Manifest) -> io::Result<Held> {
+/// Find what is already below `root` for `manifest`, whose entries go to `placed` (from
+/// [`Root::placed_paths`]): final files with the right digest, and partial files whose
+/// journaled blocks still match. Reads (and hashes) those files: run it off the network thread.
+pub fn find_held(root: &Root, manifest: &Manifest, placed: &[String]) -> io::Result<Held> {
     let mut held = Held::default();
-    for (i, e) in manifest.entries.iter().enumerate() {
+    for (i, (e, path)) in manifest.entries.iter().zip(placed).enumerate() {
         let object = i as u32 + 1;
         if e.kind != EntryKind::File || e.size == 0 {
             continue;
         }
-        let target = root.prepare(&e.path)?;
+        let target = root.prepare(path)?;
         if in_place(&target, e) {
             held.in_place.insert(object);
             continue;
@@ -158,12 +158,23 @@ pub struct Sink {
 }
 
 impl Sink {
-    /// Start a writer for `manifest` below `root`, reusing what `held` lists (from
-    /// [`find_held`]; empty for a fresh transfer). Fails if any path would leave the root.
-    pub fn start(root: Root, manifest: &Manifest, held: Held) -> io::Result<Sink> {
+    /// Start a writer for `manifest` below `root`, its entries written at `placed` (from
+    /// [`Root::placed_paths`]), reusing what `held` lists (from [`find_held`]; empty for a
+    /// fresh transfer). Fails if any path would leave the root.
+    pub fn start(
+        root: Root,
+        manifest: &Manifest,
+        placed: &[String],
+        held: Held,
+    ) -> io::Result<Sink> {
         let mut targets = Vec::with_capacity(manifest.entries.len());
-        for e in &manifest.entries {
-            targets.push(root.prepare(&e.path)?);
+        for path in placed {
+            targets.push(root.prepare(path)?);
+        }
+        if targets.len() != manifest.entries.len() {
+            return Err(io::Error::other(
+                "internal error: a placement per entry expected",
+            ));
         }
         let (jobs, jobs_rx) = sync_channel(QUEUE);
         // Unbounded on purpose: if the writer could block on a full result channel while the
@@ -172,9 +183,10 @@ impl Sink {
         // one outcome per object.
         let (back_tx, back) = channel();
         let m = manifest.clone();
+        let names = placed.to_vec();
         let thread = std::thread::Builder::new()
             .name("spate-writer".into())
-            .spawn(move || Writer::new(m, targets, held, back_tx).run(jobs_rx))?;
+            .spawn(move || Writer::new(m, targets, names, held, back_tx).run(jobs_rx))?;
         Ok(Sink {
             jobs,
             back,
@@ -258,6 +270,8 @@ impl Drop for Sink {
 struct Writer {
     manifest: Manifest,
     targets: Vec<Target>,
+    /// Each entry's path relative to the root, for messages.
+    names: Vec<String>,
     back: Sender<Back>,
     open: HashMap<u32, Open>,
     held: Held,
@@ -295,10 +309,17 @@ impl Open {
 }
 
 impl Writer {
-    fn new(manifest: Manifest, targets: Vec<Target>, held: Held, back: Sender<Back>) -> Self {
+    fn new(
+        manifest: Manifest,
+        targets: Vec<Target>,
+        names: Vec<String>,
+        held: Held,
+        back: Sender<Back>,
+    ) -> Self {
         Writer {
             manifest,
             targets,
+            names,
             back,
             open: HashMap::new(),
             held,
@@ -432,7 +453,8 @@ impl Writer {
 
     fn finish(&mut self, object: u32) -> io::Result<()> {
         let (e, target) = self.entry(object)?;
-        let (kind, mode, mtime, digest, path) = (e.kind, e.mode, e.mtime, e.digest, e.path.clone());
+        let (kind, mode, mtime, digest) = (e.kind, e.mode, e.mtime, e.digest);
+        let path = self.names[object as usize - 1].clone();
         let size = e.size;
         let target = target.clone();
         if kind == EntryKind::Directory {
@@ -515,9 +537,10 @@ impl Writer {
 
     fn fail(&mut self, object: u32, doing: &str, e: &io::Error) {
         self.failed = true;
-        let path = self
-            .entry(object)
-            .map(|(e, _)| e.path.clone())
+        let path = (object as usize)
+            .checked_sub(1)
+            .and_then(|i| self.names.get(i))
+            .cloned()
             .unwrap_or_default();
         let msg = if e.raw_os_error() == Some(libc::ENOSPC) {
             format!("disk full on the receiver while {doing} '{path}': free space below its --root and send again")
@@ -562,9 +585,12 @@ mod tests {
         let mut bad = Entry::file("a.bin", size);
         bad.digest = Some([0; 32]);
         let manifest = Manifest {
+            destination: String::new(),
             entries: vec![bad, Entry::file("b.bin", size)],
         };
-        let mut sink = Sink::start(Root::new(root).unwrap(), &manifest, Held::default()).unwrap();
+        let root = Root::new(root).unwrap();
+        let placed = root.placed_paths(&manifest);
+        let mut sink = Sink::start(root, &manifest, &placed, Held::default()).unwrap();
         let data = vec![7u8; 1 << 20];
         for i in 0..3u64 {
             sink.write(1, i << 20, &data);

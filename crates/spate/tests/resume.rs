@@ -5,75 +5,18 @@
 
 use std::fs;
 use std::hash::{BuildHasher, Hasher};
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const SPATE: &str = env!("CARGO_BIN_EXE_spate");
+mod common;
+
+use common::{free_port, serve, SPATE};
+
 /// 32 MiB at 100 Mbit/s: about 2.7 s, so a kill after 0.6–1.4 s lands mid-transfer.
 const SIZE: usize = 32 << 20;
 const RATE: &str = "100M";
-
-/// A `spate serve` process; killed when dropped. Its log lines arrive on `log`.
-struct Serve {
-    child: Child,
-    port: u16,
-    log: mpsc::Receiver<String>,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn serve(root: &Path, port: u16) -> Serve {
-    let mut child = Command::new(SPATE)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--root"])
-        .arg(root)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, log) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let s = Serve { child, port, log };
-    let first = s.log.recv_timeout(Duration::from_secs(10)).unwrap();
-    assert!(first.contains("listening"), "{first}");
-    s
-}
-
-impl Serve {
-    /// Log lines until one contains `what` (within 20 s).
-    fn wait_for(&self, what: &str) -> String {
-        let end = Instant::now() + Duration::from_secs(20);
-        let mut seen = Vec::new();
-        while let Some(left) = end.checked_duration_since(Instant::now()) {
-            match self.log.recv_timeout(left) {
-                Ok(l) if l.contains(what) => return l,
-                Ok(l) => seen.push(l),
-                Err(_) => break,
-            }
-        }
-        panic!("no log line with '{what}': {seen:?}");
-    }
-}
 
 fn send_cmd(src: &Path, port: u16, extra: &[&str]) -> Command {
     let mut c = Command::new(SPATE);
@@ -90,7 +33,7 @@ fn send_cmd(src: &Path, port: u16, extra: &[&str]) -> Command {
     .args(["--idle-timeout", "3"])
     .args(extra)
     .arg(src)
-    .arg(format!("127.0.0.1:{port}:in"));
+    .arg(format!("127.0.0.1:{port}:in/"));
     c
 }
 

@@ -217,6 +217,7 @@ fn spate_send(
     let r = match (mem, file) {
         (Some(bytes), None) => {
             let manifest = Manifest {
+                destination: String::new(),
                 entries: vec![Entry::file("bench.bin", bytes)],
             };
             let block = spate::noise::bytes(2, 1 << 20);

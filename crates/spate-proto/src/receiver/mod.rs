@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 
 use crate::config::ReceiverConfig;
 use crate::event::{DropReason, ReceiverEvent, SessionError};
-use crate::manifest::{Manifest, MAX_MANIFEST_BYTES};
+use crate::manifest::{EntryKind, Manifest, MAX_MANIFEST_BYTES};
 use crate::ranges::RangeSet;
 use crate::time::Instant;
 use crate::wire::{self, CloseCode, Data, Hello, Packet, CIPHER_NONE};
@@ -117,17 +117,52 @@ impl Receiver {
     /// Start a session from its first datagram, which must be a HELLO. Returns the session id
     /// in the error path too so a driver can log it. A HELLO with parameters this receiver does
     /// not support still yields a session, which only sends a CLOSE and ends.
+    ///
+    /// > §4.1: A HELLO datagram shorter than 1232 bytes MUST be dropped without an answer. A
+    /// > HELLO of at least 1232 bytes that is malformed, or whose length differs from its Max
+    /// > Datagram field (not padded to it), is answered with CLOSE ProtocolViolation and no
+    /// > session is kept.
     pub fn accept(
         cfg: ReceiverConfig,
         now: Instant,
         datagram: &mut [u8],
     ) -> Result<Receiver, DropReason> {
-        let parsed = wire::parse(datagram)?;
-        let Packet::Hello(hello) = parsed.packet else {
+        if datagram.len() < wire::MIN_DATAGRAM {
+            // Anything we sent would be an amplification toward an unproven address.
+            return Err(DropReason::Unexpected("HELLO shorter than 1232 bytes"));
+        }
+        let len = datagram.len();
+        let header = wire::Header::decode(&mut crate::codec::Reader::new(datagram))?;
+        if header.ty != wire::PacketType::Hello {
             return Err(DropReason::Unexpected(
                 "non-HELLO packet for an unknown session",
             ));
+        }
+        let parsed = match wire::parse(datagram) {
+            Ok(p) => p,
+            Err(e) => {
+                let mut r = Receiver::new(cfg, header.session, now, &Hello::placeholder());
+                r.refuse(
+                    CloseCode::ProtocolViolation,
+                    &format!("malformed HELLO: {e}"),
+                );
+                return Ok(r);
+            }
         };
+        let Packet::Hello(hello) = parsed.packet else {
+            return Err(DropReason::Unexpected("non-HELLO packet"));
+        };
+        if usize::from(hello.max_datagram) != len {
+            let mut r = Receiver::new(cfg, header.session, now, &Hello::placeholder());
+            r.refuse(
+                CloseCode::ProtocolViolation,
+                &format!(
+                    "HELLO of {len} bytes: it must be padded to its Max Datagram ({})",
+                    hello.max_datagram
+                ),
+            );
+            return Ok(r);
+        }
         let mut r = Receiver::new(cfg, parsed.header.session, now, &hello);
         r.verify = parsed.header.flags & wire::HELLO_VERIFY != 0;
         if parsed.header.flags & wire::HELLO_RESUME != 0 && r.cfg.resume {
@@ -197,6 +232,8 @@ impl Receiver {
 
     fn refuse(&mut self, code: CloseCode, reason: &str) {
         self.phase = Phase::Ended;
+        // §4.6: the CLOSE is the answer; an ACCEPT after it would contradict it.
+        self.accepts_owed = 0;
         self.close_pending = Some((code, reason.to_owned()));
         self.events
             .push_back(ReceiverEvent::Failed(SessionError::LocalClose {
@@ -413,13 +450,26 @@ impl Receiver {
 
     fn on_manifest_complete(&mut self) {
         let manifest = match Manifest::decode(&self.manifest_buf) {
-            Ok(m) if m.entries.len() as u64 == self.object_count => m,
-            Ok(_) => {
+            Ok(m) if m.entries.len() as u64 != self.object_count => {
                 return self.refuse(
                     CloseCode::Refused,
                     "manifest entry count differs from HELLO",
                 )
             }
+            // §6.8: verification checks each file against its digest; without one there is
+            // nothing to check, and placing the file unchecked would break the promise.
+            Ok(m)
+                if self.verify
+                    && m.entries
+                        .iter()
+                        .any(|e| e.kind == EntryKind::File && e.digest.is_none()) =>
+            {
+                return self.refuse(
+                    CloseCode::Refused,
+                    "VERIFY needs a digest for every file entry",
+                )
+            }
+            Ok(m) => m,
             Err(e) => return self.refuse(CloseCode::Refused, &format!("manifest rejected: {e}")),
         };
         self.manifest_buf = Vec::new();

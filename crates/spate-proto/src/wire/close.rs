@@ -92,6 +92,28 @@ impl<'a> Close<'a> {
         w.put(&reason.as_bytes()[..end])
     }
 
+    /// A whole CLOSE datagram (header and body) into `buf`, for an endpoint that answers a
+    /// packet it keeps no session for (spec §4.1: a late HELLO of an ended session). Returns
+    /// its length.
+    pub fn datagram(
+        buf: &mut [u8],
+        session: u32,
+        pn: u64,
+        code: CloseCode,
+        reason: &str,
+    ) -> Result<usize, WireError> {
+        let mut w = Writer::new(buf);
+        super::Header {
+            ty: super::PacketType::Close,
+            flags: 0,
+            session,
+            pn,
+        }
+        .encode(&mut w)?;
+        Close::encode(code, reason, &mut w)?;
+        Ok(w.len())
+    }
+
     /// The reason as text, with invalid UTF-8 replaced.
     pub fn reason_lossy(&self) -> String {
         String::from_utf8_lossy(self.reason).into_owned()

@@ -64,6 +64,20 @@ pub struct Hello<'a> {
 }
 
 impl<'a> Hello<'a> {
+    /// The parameters of a HELLO that could not be parsed: a session made from them only
+    /// sends CLOSE (smallest datagram, default reporting, no manifest).
+    pub fn placeholder() -> Hello<'static> {
+        Hello {
+            max_datagram: MIN_DATAGRAM as u16,
+            cipher: CIPHER_NONE,
+            feedback_interval_us: 10_000,
+            idle_timeout_ms: 1,
+            object_count: 0,
+            manifest_len: 0,
+            manifest_prefix: &[],
+        }
+    }
+
     /// Bytes the body takes before the manifest prefix.
     pub fn fixed_len(&self) -> usize {
         use crate::codec::varint_len as v;
