@@ -14,7 +14,7 @@ use spate::rate::{parse_rate, parse_size};
 use spate::relay::PathConfig;
 use spate::report::{human_bytes, Report};
 use spate::send::{send, SendConfig};
-use spate::serve::Server;
+use spate::serve::{Limits, Server};
 use spate::{demo, scan, DEFAULT_PORT};
 use spate_proto::{Policy, RateConfig};
 
@@ -51,6 +51,16 @@ enum Command {
         /// verified; --root is still required and checked).
         #[arg(long)]
         discard: bool,
+        /// Refuse a transfer of more files and directories than this (a sender's manifest is
+        /// checked before anything is created).
+        #[arg(long, default_value_t = 100_000, value_name = "N")]
+        max_entries: usize,
+        /// Refuse a transfer with a file larger than this (binary units: 512G, 4T).
+        #[arg(long, default_value = "4T", value_parser = parse_size, value_name = "SIZE")]
+        max_file_size: u64,
+        /// Refuse a transfer larger than this in all (binary units).
+        #[arg(long, default_value = "16T", value_parser = parse_size, value_name = "SIZE")]
+        max_bytes: u64,
     },
     /// Send files or directory trees to a `spate serve`.
     ///
@@ -196,7 +206,17 @@ fn run(cli: Cli) -> Result<()> {
             listen,
             root,
             discard,
-        } => serve(listen, &root, discard),
+            max_entries,
+            max_file_size,
+            max_bytes,
+        } => {
+            let limits = Limits {
+                max_entries,
+                max_file_size,
+                max_bytes,
+            };
+            serve(listen, &root, discard, limits)
+        }
         Command::Send(a) => send_cmd(&a),
         Command::Demo {
             size,
@@ -241,9 +261,9 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn serve(listen: SocketAddr, root: &std::path::Path, discard: bool) -> Result<()> {
+fn serve(listen: SocketAddr, root: &std::path::Path, discard: bool, limits: Limits) -> Result<()> {
     let root = Root::new(root)?;
-    let mut server = Server::bind(listen, root.clone())?;
+    let mut server = Server::bind(listen, root.clone())?.limits(limits);
     if discard {
         server = server.discard();
     }
@@ -276,7 +296,13 @@ fn serve(listen: SocketAddr, root: &std::path::Path, discard: bool) -> Result<()
                 human_bytes(s.bytes),
                 s.seconds
             ),
-            Some(e) => eprintln!("{} session {:08x} failed: {e}{resumed}", s.peer, s.session),
+            // The reason may be the peer's own words (its CLOSE): escaped, never printed raw.
+            Some(e) => eprintln!(
+                "{} session {:08x} failed: {}{resumed}",
+                s.peer,
+                s.session,
+                spate::report::escape(e)
+            ),
         }
     })
 }

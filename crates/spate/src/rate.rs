@@ -49,9 +49,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .strip_suffix("ib")
         .or_else(|| t.strip_suffix('b'))
         .unwrap_or(&t);
-    let (v, power) = split_suffix(t)
-        .filter(|&(_, p)| p <= 3)
-        .ok_or_else(|| format!("invalid size '{text}': expected bytes such as 512k, 64M, 1G"))?;
+    let (v, power) = split_suffix(t).ok_or_else(|| {
+        format!("invalid size '{text}': expected bytes such as 512k, 64M, 1G, 4T")
+    })?;
     if !(0.0..=1e15).contains(&v) {
         return Err(format!("size '{text}' out of range"));
     }
@@ -97,6 +97,7 @@ mod tests {
     fn sizes_are_binary() {
         assert_eq!(parse_size("64M"), Ok(64 << 20));
         assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("4T"), Ok(4 << 40));
         assert_eq!(parse_size("512"), Ok(512));
         assert!(parse_size("lots").is_err());
     }

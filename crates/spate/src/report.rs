@@ -76,7 +76,22 @@ impl Report {
     }
 }
 
-/// `1.50 GiB`, `200 MiB`, `12 KiB`, `7 B`.
+/// Text a peer chose (a path, a CLOSE reason), made safe to print: control characters — a
+/// newline that would forge a log line, an ANSI escape that would repaint the terminal — are
+/// shown as `\u{..}` escapes; everything else is kept as it is.
+pub fn escape(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Bytes for humans, in binary units: `1.50 GiB`, `200 MiB`, `12 KiB`, `7 B`.
 pub fn human_bytes(b: u64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = b as f64;
@@ -89,5 +104,17 @@ pub fn human_bytes(b: u64) -> String {
         format!("{b} B")
     } else {
         format!("{v:.2} {}", units[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Issue 14, finding 9: a peer's newline or ANSI escape cannot forge a log line.
+    #[test]
+    fn peer_text_is_escaped() {
+        let forged = "ok\n127.0.0.1 session 00000000: 1 entries\x1b[2J";
+        let shown = super::escape(forged);
+        assert!(!shown.contains('\n') && !shown.contains('\x1b'), "{shown}");
+        assert_eq!(super::escape("été/ä.txt"), "été/ä.txt");
     }
 }

@@ -181,7 +181,9 @@ fn explain(err: &SessionError, server: SocketAddr) -> String {
              --resume to send only what it does not have yet",
             d.as_secs_f64()
         ),
-        SessionError::PeerClosed { reason, .. } => format!("the receiver refused: {reason}"),
+        SessionError::PeerClosed { reason, .. } => {
+            format!("the receiver refused: {}", crate::report::escape(reason))
+        }
         other => other.to_string(),
     }
 }

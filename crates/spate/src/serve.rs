@@ -41,6 +41,61 @@ const ENDED_FOR: Duration = Duration::from_secs(120);
 /// Ended session IDs remembered at most (12 bytes each): beyond it the oldest are forgotten.
 const MAX_ENDED: usize = 4096;
 
+/// What one session may ask of this server (`spate serve --max-*`). A manifest beyond them is
+/// refused (CLOSE Refused, naming the limit) before anything is created: the sizes a manifest
+/// claims are only claims, and memory, disk and directories must not follow them.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Entries (files and directories) per session.
+    pub max_entries: usize,
+    /// Bytes of any one file.
+    pub max_file_size: u64,
+    /// Bytes of all files of a session together.
+    pub max_bytes: u64,
+}
+
+impl Default for Limits {
+    /// For a server open to many senders: 100 000 entries (a tree that size takes seconds
+    /// to create, not minutes), 4 TiB per file and 16 TiB per session.
+    fn default() -> Self {
+        Limits {
+            max_entries: 100_000,
+            max_file_size: 4 << 40,
+            max_bytes: 16 << 40,
+        }
+    }
+}
+
+impl Limits {
+    /// Why `m` exceeds these limits, if it does.
+    fn check(&self, m: &spate_proto::Manifest) -> Option<String> {
+        let human = crate::report::human_bytes;
+        if m.entries.len() > self.max_entries {
+            return Some(format!(
+                "{} entries, more than this server accepts per transfer ({}, serve --max-entries)",
+                m.entries.len(),
+                self.max_entries
+            ));
+        }
+        if let Some(e) = m.entries.iter().find(|e| e.size > self.max_file_size) {
+            return Some(format!(
+                "'{}' claims {}, more than this server accepts per file ({}, serve --max-file-size)",
+                crate::report::escape(&e.path),
+                human(e.size),
+                human(self.max_file_size)
+            ));
+        }
+        let total = m.total_bytes();
+        (total > self.max_bytes).then(|| {
+            format!(
+                "the transfer claims {}, more than this server accepts per transfer ({}, serve --max-bytes)",
+                human(total),
+                human(self.max_bytes)
+            )
+        })
+    }
+}
+
 /// How a session ended, for the log.
 #[derive(Debug, Clone)]
 pub struct SessionLog {
@@ -84,6 +139,7 @@ struct Session {
     complete_before_sink: Vec<u32>,
     /// Where each entry goes below the root (spec §5.3), once the manifest is here.
     targets: Vec<String>,
+    limits: Limits,
 }
 
 /// The receiver daemon: binds `listen` and serves into `root` until `stop` is set.
@@ -96,6 +152,7 @@ pub struct Server {
     sessions: BTreeMap<u32, Session>,
     /// IDs of recently ended sessions, oldest first, with the time they ended.
     ended: VecDeque<(Instant, u32)>,
+    limits: Limits,
     discard: bool,
 }
 
@@ -111,6 +168,7 @@ impl Server {
             clock: Clock::new(),
             sessions: BTreeMap::new(),
             ended: VecDeque::new(),
+            limits: Limits::default(),
             discard: false,
         })
     }
@@ -120,6 +178,12 @@ impl Server {
     /// (`spate serve --discard`, `spate-lab bench-io`).
     pub fn discard(mut self) -> Self {
         self.discard = true;
+        self
+    }
+
+    /// Refuse sessions beyond `limits`.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -216,6 +280,7 @@ impl Server {
                 discard: self.discard,
                 complete_before_sink: Vec::new(),
                 targets: Vec::new(),
+                limits: self.limits,
             };
             s.drain_events();
             self.sessions.insert(id, s);
@@ -332,6 +397,12 @@ impl Session {
     fn drain_events(&mut self) {
         while let Some(e) = self.rx.poll_event() {
             if let (ReceiverEvent::ManifestReady, Some(m)) = (&e, self.rx.manifest()) {
+                if let Some(why) = self.limits.check(m) {
+                    let msg = format!("refused: {why}");
+                    self.rx.close(CloseCode::Refused, &msg);
+                    self.error.get_or_insert(msg);
+                    continue;
+                }
                 self.targets = self.root.placed_paths(m);
             }
             match e {

@@ -22,7 +22,7 @@
 //! journals for the next attempt; other sessions remove them. A file whose digest or writes
 //! failed loses its own partial file either way, and only its own.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io;
 use std::ops::Range;
@@ -286,9 +286,10 @@ struct Open {
     fresh: bool,
     /// Bytes written, including reused blocks.
     written: RangeSet,
-    /// Chaining values of the completed blocks of a file of more than one block (empty for
-    /// smaller files).
-    cvs: Vec<Option<ChainingValue>>,
+    /// Chaining values of the completed blocks of a file of more than one block, by block
+    /// index (empty for smaller files). A map, not a vector sized to the file: memory follows
+    /// the blocks received, never the size a (possibly hostile) manifest claims.
+    cvs: BTreeMap<u64, ChainingValue>,
     /// Hashers of the blocks being written.
     hashing: HashMap<u64, BlockHasher>,
     /// The digest of a file of one block or less, once complete.
@@ -301,7 +302,7 @@ impl Open {
     /// Block `i` of this file of `size` bytes is complete and hashed (or does not exist).
     fn block_done(&self, i: u64, size: u64) -> bool {
         if size > BLOCK {
-            self.cvs.get(i as usize) != Some(&None)
+            i >= size.div_ceil(BLOCK) || self.cvs.contains_key(&i)
         } else {
             self.digest.is_some() || i > 0
         }
@@ -379,12 +380,11 @@ impl Writer {
                     .truncate(fresh),
             )?;
             file.set_len(entry.size)?;
-            let blocks = entry.size.div_ceil(BLOCK) as usize;
             let mut open = Open {
                 file,
                 fresh,
                 written: RangeSet::new(),
-                cvs: vec![None; if entry.size > BLOCK { blocks } else { 0 }],
+                cvs: BTreeMap::new(),
                 hashing: HashMap::new(),
                 digest: (entry.size == 0).then(|| *blake3::hash(b"").as_bytes()),
                 journal: if entry.size > BLOCK {
@@ -399,8 +399,8 @@ impl Writer {
             };
             for &(i, cv) in &reuse {
                 open.written.insert(journal::block_range(i, entry.size));
-                if let Some(slot) = open.cvs.get_mut(i as usize) {
-                    *slot = Some(cv);
+                if entry.size > BLOCK {
+                    open.cvs.insert(i, cv);
                 }
             }
             self.open.insert(object, open);
@@ -443,7 +443,7 @@ impl Writer {
                 if let Some(journal) = open.journal.as_mut() {
                     journal.append(i, &cv)?;
                 }
-                open.cvs[i as usize] = Some(cv);
+                open.cvs.insert(i, cv);
             } else {
                 open.digest = Some(*hasher.finalize().as_bytes());
             }
@@ -481,7 +481,9 @@ impl Writer {
         let f = open.file;
         let tmp = journal::part_path(&target);
         if let Some(want) = digest {
-            let cvs: Option<Vec<_>> = open.cvs.iter().copied().collect();
+            // Every block hashed: the map holds one value per block, in order.
+            let cvs = (open.cvs.len() as u64 == size.div_ceil(BLOCK))
+                .then(|| open.cvs.values().copied().collect::<Vec<_>>());
             let got = match (open.digest, cvs) {
                 (Some(d), _) => d,
                 (None, Some(cvs)) if size > BLOCK => {
@@ -552,11 +554,11 @@ impl Writer {
         // Only this file's bytes are in doubt. The others' partial files stay until the
         // session says whether it resumes ([`Sink::abort`]): one bad file must not cost a
         // resuming transfer the progress of every other.
-        if let Some(f) = self.open.remove(&object) {
-            drop(f);
-            if let Ok((_, t)) = self.entry(object) {
-                journal::discard(t);
-            }
+        // Its temporary file goes even if it never became an open file (created, then
+        // `set_len` refused the claimed size): nothing of a failed file stays behind.
+        drop(self.open.remove(&object));
+        if let Ok((_, t)) = self.entry(object) {
+            journal::discard(t);
         }
         let _ = self.back.send(Back::Outcome(Outcome::Failed(msg)));
     }
@@ -639,5 +641,40 @@ mod tests {
                 assert_eq!(p.exists(), keep, "{} (keep {keep})", p.display());
             }
         }
+    }
+
+    /// Resident memory of this process, bytes (Linux).
+    fn rss() -> u64 {
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+        let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+        pages * 4096
+    }
+
+    /// Issue 14, finding 1: a manifest claiming a huge file, then one byte of it, cost memory
+    /// in proportion to the claim (a slot per 1 MiB block: 530 MiB for 16 TiB, an abort for
+    /// 2^55 bytes). Memory now follows what was received.
+    #[test]
+    fn a_huge_claimed_file_costs_memory_for_what_arrived_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = rss();
+        for (i, size) in [16u64 << 40, 1 << 55].into_iter().enumerate() {
+            let name = format!("huge-{i}");
+            let mut e = Entry::file(name.as_str(), size);
+            e.digest = Some([0; 32]);
+            let manifest = Manifest::new(vec![e]);
+            let root = Root::new(dir.path()).unwrap();
+            let placed = root.placed_paths(&manifest);
+            let mut sink = Sink::start(root, &manifest, &placed, Held::default()).unwrap();
+            sink.write(1, size / 2, b"x");
+            sink.write(1, size - 1, b"y");
+            sink.abort(false);
+            drop(sink); // waits for the writer
+            assert!(
+                !dir.path().join(format!(".{name}.spate-part")).exists(),
+                "the temporary file of an aborted session is removed"
+            );
+        }
+        let grown = rss().saturating_sub(before);
+        assert!(grown < 64 << 20, "memory grew by {grown} bytes");
     }
 }

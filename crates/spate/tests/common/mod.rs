@@ -33,9 +33,15 @@ pub fn free_port() -> u16 {
 }
 
 pub fn serve(root: &Path, port: u16) -> Serve {
+    serve_with(root, port, &[])
+}
+
+/// A `spate serve` with `extra` options.
+pub fn serve_with(root: &Path, port: u16, extra: &[&str]) -> Serve {
     let mut child = Command::new(SPATE)
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--root"])
         .arg(root)
+        .args(extra)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
