@@ -6,6 +6,9 @@ use spate_proto::{
     Entry, Instant, Manifest, RateConfig, Receiver, ReceiverConfig, Sender, SenderConfig, Source,
 };
 
+/// The receiver's address-validation token in these tests (spec §4.8).
+const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
+
 struct Zeros;
 impl Source for Zeros {
     fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
@@ -30,10 +33,19 @@ fuzz_target!(|data: &[u8]| {
     let t = s
         .poll_transmit(Instant::ZERO, &mut buf, &mut Zeros)
         .unwrap();
-    let Ok(mut r) = Receiver::accept(ReceiverConfig::default(), Instant::ZERO, &mut buf[..t.len])
-    else {
+    let Ok(mut r) = Receiver::accept(
+        ReceiverConfig::default(),
+        Instant::ZERO,
+        &mut buf[..t.len],
+        TOKEN,
+    ) else {
         return;
     };
+    // The sender's PING with the token (spec §4.8): the fuzzed packets meet a session whose
+    // address is validated, where DATA and the manifest are acted on.
+    let mut ping = vec![1u8, 4, 0, 0, 0, 7, 0, 0, 0, 0, 0, 1];
+    ping.extend(TOKEN.to_be_bytes());
+    let _ = r.handle_datagram(Instant::ZERO, &mut ping);
     for (i, chunk) in data.split(|&b| b == 0xff).enumerate() {
         let mut d = vec![1u8, chunk.first().copied().unwrap_or(3) & 0x3f, 0, 0, 0, 7];
         d.extend_from_slice(chunk);

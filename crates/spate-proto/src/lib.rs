@@ -52,7 +52,7 @@ pub use cc::{Policy, RateConfig};
 pub use config::{ReceiverConfig, SenderConfig};
 pub use event::{DropReason, ReceiverEvent, SenderEvent, SessionError};
 pub use manifest::{Entry, EntryKind, Manifest};
-pub use receiver::{DataChunk, Receiver, ReceiverStats};
+pub use receiver::{DataChunk, Receiver, ReceiverStats, AMPLIFICATION_FACTOR};
 pub use sender::{
     Sender, SenderStats, Source, Transmit, MAX_PROBE_INTERVAL, REQUEST_PACKETS, REQUEST_SPACING,
 };

@@ -281,7 +281,12 @@ pub fn all() -> Vec<Vector> {
             "1232 = min(HELLO's 1232, receiver's 65507)",
             1232u16.to_be_bytes().to_vec(),
         )
-        .varint("Idle Timeout", 60_000);
+        .varint("Idle Timeout", 60_000)
+        .put(
+            "Token",
+            "0x5a17e0c0ffee0001 (chosen at random by the receiver)",
+            0x5a17_e0c0_ffee_0001u64.to_be_bytes().to_vec(),
+        );
     v.push(Vector {
         name: "accept",
         description: "ACCEPT (§4.2) of that HELLO, offering to resume (RESUME is 0x1 here, 0x2 \
@@ -315,10 +320,14 @@ pub fn all() -> Vec<Vector> {
     });
 
     let mut f = Fields(Vec::new());
-    f.header(PacketType::Ping, 0, "none", 7);
+    f.header(PacketType::Ping, 0, "none", 7).put(
+        "Token",
+        "0x5a17e0c0ffee0001 (the ACCEPT's)",
+        0x5a17_e0c0_ffee_0001u64.to_be_bytes().to_vec(),
+    );
     v.push(Vector {
         name: "ping",
-        description: "PING (§4.4): a header alone",
+        description: "PING (§4.4): the ACCEPT's token, which validates the sender's address (§4.8)",
         kind: Kind::Packet,
         fields: f.0,
     });
@@ -441,7 +450,7 @@ fn reencode(datagram: &[u8]) -> Result<Vec<u8>, wire::WireError> {
             Data::encode_fields(d.object, d.offset, &mut w)?;
             w.put(d.payload)?;
         }
-        Packet::Ping => {}
+        Packet::Ping(p) => p.encode(&mut w)?,
         Packet::Feedback(f) => {
             let mut ranges = f.ranges.iter();
             let (lo, hi) = ranges.next().ok_or(wire::WireError::Truncated)?;

@@ -9,6 +9,9 @@ use spate_proto::{
     Sender, SenderConfig, Source,
 };
 
+/// The receiver's address-validation token in these tests (spec §4.8).
+const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
+
 struct Zeros;
 impl Source for Zeros {
     fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
@@ -30,6 +33,20 @@ fn header(flags: u8, ty: u8, session: u32, pn: u64) -> Vec<u8> {
     h.extend(session.to_be_bytes());
     h.extend(&pn.to_be_bytes()[2..]);
     h
+}
+
+/// A PING of `session` carrying `token` (§4.4).
+fn ping(session: u32, pn: u64, token: u64) -> Vec<u8> {
+    let mut d = header(0, 4, session, pn);
+    d.extend(token.to_be_bytes());
+    d
+}
+
+/// §4.8: the sender's PING with the ACCEPT's token validates its address.
+fn validate(r: &mut Receiver, session: u32, pn: u64) {
+    r.handle_datagram(Instant::ZERO, &mut ping(session, pn, TOKEN))
+        .unwrap();
+    assert!(r.is_validated());
 }
 
 /// A HELLO carrying all of `manifest`, `len` bytes long in all, announcing `max_datagram`.
@@ -89,7 +106,7 @@ fn a_hello_shorter_than_1232_bytes_gets_no_answer() {
         let mut d = hello(0, 1232, 1, &m, len);
         d.truncate(len.max(40));
         assert!(
-            Receiver::accept(cfg(), Instant::ZERO, &mut d).is_err(),
+            Receiver::accept(cfg(), Instant::ZERO, &mut d, TOKEN).is_err(),
             "{len}"
         );
     }
@@ -98,7 +115,7 @@ fn a_hello_shorter_than_1232_bytes_gets_no_answer() {
 /// The receiver's whole answer to the HELLO `d` is one CLOSE with `code`, and it keeps no
 /// session.
 fn assert_closed_with(d: &mut [u8], code: CloseCode, what: &str) -> Receiver {
-    let mut r = Receiver::accept(cfg(), Instant::ZERO, d).unwrap();
+    let mut r = Receiver::accept(cfg(), Instant::ZERO, d, TOKEN).unwrap();
     assert_eq!(
         answers(&mut r, Instant::ZERO),
         [(wire::PacketType::Close, 0, Some(code))],
@@ -148,14 +165,15 @@ fn unassigned_flag_bits_are_ignored() {
     let mut m = one_file("a", 10, false);
     m[2] |= 0xf0; // entry flags bits 4–7
     let mut d = hello(0x4 | 0x8, 1232, 1, &m, 1232); // HELLO flags beyond VERIFY and RESUME
-    let mut r = Receiver::accept(cfg(), Instant::ZERO, &mut d).unwrap();
-    assert!(r.manifest().is_some());
+    let mut r = Receiver::accept(cfg(), Instant::ZERO, &mut d, TOKEN).unwrap();
     assert_eq!(
         answers(&mut r, Instant::ZERO)[0].0,
         wire::PacketType::Accept
     );
+    validate(&mut r, 9, 1);
+    assert!(r.manifest().is_some());
     // DATA with the unassigned flag bits 0x4 and 0x8 is accepted as plain DATA.
-    let mut data = header(0xc, 3, 9, 1);
+    let mut data = header(0xc, 3, 9, 2);
     data.extend(1u32.to_be_bytes());
     data.extend(0u64.to_be_bytes());
     data.extend([5; 10]);
@@ -170,7 +188,7 @@ fn verify_without_a_digest_is_refused() {
     assert_closed_with(&mut d, CloseCode::Refused, "no digest");
     // With a digest it is accepted.
     let mut d = hello(wire::HELLO_VERIFY, 1232, 1, &one_file("a", 10, true), 1232);
-    let mut r = Receiver::accept(cfg(), Instant::ZERO, &mut d).unwrap();
+    let mut r = Receiver::accept(cfg(), Instant::ZERO, &mut d, TOKEN).unwrap();
     assert_eq!(
         answers(&mut r, Instant::ZERO)[0].0,
         wire::PacketType::Accept
@@ -191,7 +209,7 @@ fn accept_carries_the_smaller_datagram_size() {
             max_datagram: own,
             ..cfg()
         };
-        let mut r = Receiver::accept(c, Instant::ZERO, &mut d).unwrap();
+        let mut r = Receiver::accept(c, Instant::ZERO, &mut d, TOKEN).unwrap();
         let mut buf = [0u8; 2048];
         let t = r.poll_transmit(Instant::ZERO, &mut buf).unwrap();
         let Packet::Accept(a) = wire::parse(&buf[..t.len]).unwrap().packet else {
@@ -213,15 +231,21 @@ fn pair(m: &Manifest, verify: bool, resume: bool) -> (Sender, Receiver, Vec<u8>)
         .poll_transmit(Instant::ZERO, &mut buf, &mut Zeros)
         .unwrap();
     let hello = buf[..t.len].to_vec();
-    let r = Receiver::accept(cfg(), Instant::ZERO, &mut buf[..t.len]).unwrap();
+    let r = Receiver::accept(cfg(), Instant::ZERO, &mut buf[..t.len], TOKEN).unwrap();
     (s, r, hello)
 }
 
-/// Hand the receiver's ACCEPT to the sender at `now`.
+/// Hand the receiver's ACCEPT to the sender at `now`, and the sender's first answer, the PING
+/// with the ACCEPT's token (§4.8), to the receiver.
 fn deliver_accept(s: &mut Sender, r: &mut Receiver, now: Instant) {
     let mut buf = vec![0u8; 1472];
     let t = r.poll_transmit(Instant::ZERO, &mut buf).unwrap();
     s.handle_datagram(now, &mut buf[..t.len]).unwrap();
+    let t = s.poll_transmit(now, &mut buf, &mut Zeros).unwrap();
+    let p = wire::parse(&buf[..t.len]).unwrap();
+    assert_eq!(p.packet, Packet::Ping(wire::Ping { token: TOKEN }));
+    r.handle_datagram(now, &mut buf[..t.len]).unwrap();
+    assert!(r.is_validated());
 }
 
 fn dir(p: &str) -> Entry {
@@ -265,6 +289,7 @@ fn only_empty_objects_complete_with_the_manifest() {
         dir("d/sub"),
     ]);
     let (_, mut r, _) = pair(&m, true, false);
+    validate(&mut r, 3, 1);
     let mut events = Vec::new();
     while let Some(e) = r.poll_event() {
         events.push(e);
@@ -287,6 +312,7 @@ fn a_resume_that_holds_everything_completes_without_data() {
         with_digest(Entry::file("b", 0)),
     ]);
     let (_, mut r, _) = pair(&m, true, true);
+    validate(&mut r, 3, 1);
     while r.poll_event().is_some() {}
     assert!(r.wants_resume());
     r.resume(Instant::from_millis(1), [(1, 0..5000)]);
@@ -305,8 +331,7 @@ fn hello_ping_and_duplicate_data_are_acknowledged() {
     let (_, mut r, _) = pair(&m, false, false);
     let fb = feedback(&mut r, Instant::ZERO).unwrap();
     assert_eq!(fb.2, [(0, 0)], "the HELLO (packet 0) is acknowledged");
-    let mut ping = header(0, 4, 3, 1);
-    r.handle_datagram(Instant::from_millis(1), &mut ping)
+    r.handle_datagram(Instant::from_millis(1), &mut ping(3, 1, TOKEN))
         .unwrap();
     let fb = feedback(&mut r, Instant::from_millis(1)).unwrap();
     assert_eq!(fb.2, [(0, 1)]);

@@ -6,6 +6,9 @@ use spate_proto::{
     Entry, Instant, Manifest, RateConfig, Receiver, ReceiverConfig, Sender, SenderConfig, Source,
 };
 
+/// The receiver's address-validation token in these tests (spec §4.8).
+const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
+
 struct Zeros;
 impl Source for Zeros {
     fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
@@ -42,10 +45,18 @@ fn pair() -> (Sender, Receiver) {
         .poll_transmit(Instant::ZERO, &mut buf, &mut Zeros)
         .unwrap();
     let mut hello = buf[..t.len].to_vec();
-    let mut r = Receiver::accept(rcfg, Instant::ZERO, &mut hello).unwrap();
+    let mut r = Receiver::accept(rcfg, Instant::ZERO, &mut hello, TOKEN).unwrap();
     let t = r.poll_transmit(Instant::ZERO, &mut buf).unwrap();
     s.handle_datagram(Instant::from_millis(10), &mut buf[..t.len])
         .unwrap();
+    // The sender's PING with the token validates its address, so garbage meets a session
+    // past the handshake (spec §4.8).
+    let t = s
+        .poll_transmit(Instant::from_millis(10), &mut buf, &mut Zeros)
+        .unwrap();
+    r.handle_datagram(Instant::from_millis(15), &mut buf[..t.len])
+        .unwrap();
+    assert!(r.is_validated());
     (s, r)
 }
 

@@ -9,6 +9,9 @@ use spate_proto::{
     SenderConfig, SenderEvent, Source,
 };
 
+/// The receiver's address-validation token in these tests (spec §4.8).
+const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
+
 /// Object bytes are a function of (object, offset) so any chunk can be checked.
 struct Pattern;
 fn byte_at(object: u32, offset: u64) -> u8 {
@@ -145,7 +148,8 @@ fn run_batched(
                     match receiver.as_mut() {
                         None => {
                             receiver =
-                                Receiver::accept(ReceiverConfig::default(), now, &mut bytes).ok()
+                                Receiver::accept(ReceiverConfig::default(), now, &mut bytes, TOKEN)
+                                    .ok()
                         }
                         Some(r) => {
                             if let Ok(Some(c)) = r.handle_datagram(now, &mut bytes) {

@@ -10,6 +10,9 @@ use spate_proto::{
 };
 use std::time::Duration;
 
+/// The receiver's address-validation token in these tests (spec §4.8).
+const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
+
 fn byte(object: u32, offset: u64) -> u8 {
     (offset.wrapping_mul(31) ^ (u64::from(object) * 7)) as u8
 }
@@ -124,7 +127,7 @@ fn run(
                 continue;
             }
             let Some(r) = receiver.as_mut() else {
-                receiver = Receiver::accept(rcfg.clone(), now, &mut bytes).ok();
+                receiver = Receiver::accept(rcfg.clone(), now, &mut bytes, TOKEN).ok();
                 continue;
             };
             if let Ok(Some(c)) = r.handle_datagram(now, &mut bytes) {

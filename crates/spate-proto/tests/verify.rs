@@ -7,6 +7,9 @@ use spate_proto::{
 };
 use std::time::Duration;
 
+/// The receiver's address-validation token in these tests (spec §4.8).
+const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
+
 struct Zeros;
 impl Source for Zeros {
     fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
@@ -91,7 +94,8 @@ fn run(verify: bool, check: Duration, verdict: Verdict) -> (Vec<SenderEvent>, bo
             if to_rx {
                 match receiver.as_mut() {
                     None => {
-                        receiver = Receiver::accept(ReceiverConfig::default(), now, &mut bytes).ok()
+                        receiver =
+                            Receiver::accept(ReceiverConfig::default(), now, &mut bytes, TOKEN).ok()
                     }
                     Some(r) => {
                         let _ = r.handle_datagram(now, &mut bytes);

@@ -283,7 +283,11 @@ impl Engine<'_> {
         }
         match f.receiver.as_mut() {
             None => {
-                if let Ok(r) = Receiver::accept(ReceiverConfig::default(), now, &mut d.bytes) {
+                // Any per-flow value works as the address token in a simulation (nobody
+                // spoofs); derived from the flow so runs stay bit-identical.
+                let token = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                let cfg = ReceiverConfig::default();
+                if let Ok(r) = Receiver::accept(cfg, now, &mut d.bytes, token) {
                     f.receiver = Some(r);
                 }
             }

@@ -74,9 +74,21 @@ impl Root {
     }
 
     /// The place for `rel`, creating its parent directories below the root. Refuses paths
-    /// that would leave the root, and symbolic links anywhere on the way.
+    /// that would leave the root, names reserved for temporary files, and symbolic links
+    /// anywhere on the way. Messages name paths relative to the root: they go to the peer.
     pub fn prepare(&self, rel: &str) -> io::Result<Target> {
+        self.prepare_noting(rel, &mut Vec::new())
+    }
+
+    /// [`prepare`](Self::prepare), appending each directory it creates to `created` (so a
+    /// session that fails can remove them again).
+    pub fn prepare_noting(&self, rel: &str, created: &mut Vec<Target>) -> io::Result<Target> {
         validate_path(rel).map_err(|why| refuse(format!("path '{rel}' {why}")))?;
+        if let Some(part) = rel.split('/').find(|p| is_reserved(p)) {
+            return Err(refuse(format!(
+                "path '{rel}': '{part}' is a name the receiver uses for its temporary files"
+            )));
+        }
         let mut at = PathBuf::new();
         let parts: Vec<&str> = rel.split('/').collect();
         for (i, part) in parts.iter().enumerate() {
@@ -86,18 +98,22 @@ impl Root {
                 Ok(m) if m.file_type().is_symlink() => {
                     return Err(refuse(format!(
                         "'{}' is a symbolic link; refusing to write through it",
-                        self.path().join(&at).display()
+                        at.display()
                     )))
                 }
                 Ok(m) if !last && !m.is_dir() => {
                     return Err(refuse(format!(
                         "'{}' exists and is not a directory",
-                        self.path().join(&at).display()
+                        at.display()
                     )))
                 }
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound && !last => {
-                    self.dir().create_dir(&at)?
+                    self.dir().create_dir(&at)?;
+                    created.push(Target {
+                        root: self.clone(),
+                        rel: at.clone(),
+                    });
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
@@ -170,6 +186,18 @@ impl Target {
     pub fn remove_file(&self) -> io::Result<()> {
         self.root.dir().remove_file(&self.rel)
     }
+
+    /// Remove this directory if it is empty.
+    pub fn remove_dir(&self) -> io::Result<()> {
+        self.root.dir().remove_dir(&self.rel)
+    }
+}
+
+/// `.NAME.spate-part` and `.NAME.spate-journal` are the receiver's (`journal.rs`): a peer that
+/// could name them could write into another transfer's temporary file.
+fn is_reserved(component: &str) -> bool {
+    component.starts_with('.')
+        && (component.ends_with(".spate-part") || component.ends_with(".spate-journal"))
 }
 
 fn refuse(msg: String) -> io::Error {
@@ -238,6 +266,21 @@ mod tests {
     }
 
     /// A link at the final name, planted after the check, is not followed either.
+    /// Issue 14, finding 2b: a peer that names another transfer's temporary file
+    /// (`.f.spate-part`) in its manifest could have its bytes placed as `f`. Those names are
+    /// refused, in any component.
+    #[test]
+    fn temporary_names_are_reserved() {
+        let (_t, root, _) = root_and_outside();
+        for bad in ["in/.f.spate-part", ".f.spate-journal", ".d.spate-part/x"] {
+            let e = root.prepare(bad).unwrap_err();
+            assert!(e.to_string().contains("temporary files"), "{bad}: {e}");
+        }
+        for ok in ["f.spate-part", ".hidden", "in/.f.spate-partial"] {
+            assert!(root.prepare(ok).is_ok(), "{ok}");
+        }
+    }
+
     #[test]
     fn a_link_planted_at_the_final_name_is_not_followed() {
         let (t, root, outside) = root_and_outside();

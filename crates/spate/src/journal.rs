@@ -26,6 +26,7 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::fs::MetadataExt;
 
 use cap_std::fs::OpenOptions;
 use spate_proto::Entry;
@@ -77,7 +78,14 @@ impl Journal {
         for (i, h) in blocks {
             text.push_str(&format!("{i} {}\n", hex(h)));
         }
-        let mut file = path.open(OpenOptions::new().write(true).create(true).truncate(true))?;
+        // A fresh file, created exclusively: whatever was at the name (a hard link planted to
+        // make us write elsewhere, an old journal) is unlinked, not written through. Only the
+        // session holding the partial file's lock gets here (`sink/part.rs`).
+        match path.remove_file() {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut file = path.open(OpenOptions::new().write(true).create_new(true))?;
         file.write_all(text.as_bytes())?;
         Ok(Journal { file })
     }
@@ -102,7 +110,13 @@ pub struct Salvage {
 pub fn salvage(target: &Target, entry: &Entry) -> Option<Salvage> {
     let journal = journal_path(target).open_read().ok()?;
     let part = part_path(target).open_read().ok()?;
-    if part.metadata().ok()?.len() != entry.size {
+    // Only a plain file of its own: a hard link (link count above one) may be someone's way
+    // to make us vouch for, or later write, a file outside this transfer.
+    let (jm, pm) = (journal.metadata().ok()?, part.metadata().ok()?);
+    if !jm.is_file() || jm.nlink() != 1 || !pm.is_file() || pm.nlink() != 1 {
+        return None;
+    }
+    if pm.len() != entry.size {
         return None;
     }
     let mut lines = BufReader::new(journal).lines();

@@ -31,6 +31,7 @@ pub mod demo;
 pub mod journal;
 pub mod noise;
 pub mod progress;
+pub mod random;
 pub mod rate;
 pub mod relay;
 pub mod report;

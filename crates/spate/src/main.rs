@@ -39,7 +39,13 @@ enum Command {
     /// Accepts any number of senders, one after another and at once. Files are written under
     /// temporary names and renamed into place only after their digest matches; nothing is
     /// ever written outside --root (paths with '..', absolute paths and symbolic links that
-    /// lead out are refused). Stop with Ctrl-C.
+    /// lead out are refused). An existing regular file is replaced; a directory, FIFO or
+    /// device at a file's name is not (the transfer fails, saying so). Two transfers of the
+    /// same file at once: the second is refused while the first writes it; one after the
+    /// other, the last to finish stays. Senders must prove they receive at their address
+    /// before anything is written (spoofed packets cost little and draw at most 3× back).
+    /// The --max-* limits and --quota bound what senders can make the server hold; the
+    /// defaults suit a server open to many senders (docs/security.md). Stop with Ctrl-C.
     Serve {
         /// Address and UDP port to listen on.
         #[arg(long, default_value_t = SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)))]
@@ -51,16 +57,8 @@ enum Command {
         /// verified; --root is still required and checked).
         #[arg(long)]
         discard: bool,
-        /// Refuse a transfer of more files and directories than this (a sender's manifest is
-        /// checked before anything is created).
-        #[arg(long, default_value_t = 100_000, value_name = "N")]
-        max_entries: usize,
-        /// Refuse a transfer with a file larger than this (binary units: 512G, 4T).
-        #[arg(long, default_value = "4T", value_parser = parse_size, value_name = "SIZE")]
-        max_file_size: u64,
-        /// Refuse a transfer larger than this in all (binary units).
-        #[arg(long, default_value = "16T", value_parser = parse_size, value_name = "SIZE")]
-        max_bytes: u64,
+        #[command(flatten)]
+        limits: ServeLimits,
     },
     /// Send files or directory trees to a `spate serve`.
     ///
@@ -200,20 +198,47 @@ fn main() -> ExitCode {
     }
 }
 
+/// What senders may ask of `spate serve` (checked before anything is created).
+#[derive(clap::Args)]
+struct ServeLimits {
+    /// Transfers moving data at once; more are refused with "busy, try again later".
+    /// Senders that have not yet proven their address do not count (they are limited apart).
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    max_sessions: usize,
+    /// Refuse a transfer of more files and directories than this.
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    max_entries: usize,
+    /// Refuse a transfer with a file larger than this (binary units: 512G, 4T).
+    #[arg(long, default_value = "4T", value_parser = parse_size, value_name = "SIZE")]
+    max_file_size: u64,
+    /// Refuse a transfer larger than this in all (binary units).
+    #[arg(long, default_value = "16T", value_parser = parse_size, value_name = "SIZE")]
+    max_bytes: u64,
+    /// Refuse a transfer with paths more than this many directories below its destination.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    max_depth: usize,
+    /// Refuse a transfer when it and the transfers in progress would claim more than this
+    /// together (binary units). Without it, only the free space below --root limits them: a
+    /// fresh transfer larger than the free space is refused at once, not when the disk fills.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    quota: Option<u64>,
+}
+
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Serve {
             listen,
             root,
             discard,
-            max_entries,
-            max_file_size,
-            max_bytes,
+            limits: l,
         } => {
             let limits = Limits {
-                max_entries,
-                max_file_size,
-                max_bytes,
+                max_entries: l.max_entries,
+                max_file_size: l.max_file_size,
+                max_bytes: l.max_bytes,
+                max_depth: l.max_depth,
+                max_sessions: l.max_sessions.max(1),
+                quota: l.quota,
             };
             serve(listen, &root, discard, limits)
         }

@@ -14,10 +14,18 @@
 //! Symbolic links inside a tree and special files (sockets, devices, FIFOs) are skipped and
 //! listed: sending what a link points to could leak files outside the tree, and recreating
 //! links is a later feature. A symbolic link given on the command line is followed (the user
-//! named it).
+//! named it): the plan keeps the path it resolves to.
+//!
+//! **What is sent is what was scanned.** Each file is remembered with its identity (device and
+//! inode) as scanned, and every later open — for hashing, reading ahead, re-reading —
+//! goes through [`SourceFile::open`]: without following a symbolic link at the end
+//! (`O_NOFOLLOW`), and checking that the file opened is the one scanned. A file of the tree
+//! swapped for a link to a secret (or for another file) while `spate send -r` runs therefore
+//! fails the transfer with a message instead of sending the secret under a valid digest.
 
 use std::fs::{self, File};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -30,9 +38,52 @@ pub struct Plan {
     /// The manifest (object 0).
     pub manifest: Manifest,
     /// Source file of each entry (`None` for directories).
-    pub sources: Vec<Option<PathBuf>>,
+    pub sources: Vec<Option<SourceFile>>,
     /// Paths skipped (symbolic links and special files inside trees), with the reason.
     pub skipped: Vec<(PathBuf, &'static str)>,
+}
+
+/// A file to send: its path and the identity of the file it named when scanned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    /// The path (a symbolic link given on the command line already resolved).
+    pub path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl SourceFile {
+    /// Open for reading, without following a symbolic link at the end, and only if it is
+    /// still the file that was scanned (not replaced since).
+    pub fn open(&self) -> io::Result<File> {
+        let f = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.path)
+            .map_err(|e| {
+                if e.raw_os_error() == Some(libc::ELOOP) {
+                    io::Error::other(format!(
+                        "'{}' was replaced by a symbolic link after the transfer started; \
+                         nothing of it is sent",
+                        self.path.display()
+                    ))
+                } else {
+                    io::Error::new(
+                        e.kind(),
+                        format!("cannot read '{}': {e}", self.path.display()),
+                    )
+                }
+            })?;
+        let m = f.metadata()?;
+        if (m.dev(), m.ino()) != (self.dev, self.ino) {
+            return Err(io::Error::other(format!(
+                "'{}' was replaced by another file after the transfer started; nothing of it \
+                 is sent — send it again when it is stable",
+                self.path.display()
+            )));
+        }
+        Ok(f)
+    }
 }
 
 /// Check a destination and put it in the manifest's form (spec §5.1): relative to the server's
@@ -79,7 +130,15 @@ pub fn plan(sources: &[PathBuf], dest: &str, recursive: bool) -> Result<Plan> {
             p.push(path.clone(), src, &meta);
             walk(&mut p, src, &path)?;
         } else if meta.is_file() {
-            p.push(path, src, &meta);
+            // A link named on the command line is followed: keep where it leads, so that
+            // later opens need not follow links.
+            let real = if fs::symlink_metadata(src)?.file_type().is_symlink() {
+                fs::canonicalize(src)
+                    .with_context(|| format!("cannot resolve '{}'", src.display()))?
+            } else {
+                src.to_path_buf()
+            };
+            p.push(path, &real, &meta);
         } else {
             bail!("'{}' is not a regular file or directory", src.display());
         }
@@ -167,7 +226,11 @@ impl Plan {
             }),
             digest: None,
         });
-        self.sources.push((!dir).then(|| src.to_path_buf()));
+        self.sources.push((!dir).then(|| SourceFile {
+            path: src.to_path_buf(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }));
     }
 
     /// Compute every file's digest (reading each file once), calling `progress(bytes)` as
@@ -175,11 +238,13 @@ impl Plan {
     pub fn compute_digests(&mut self, mut progress: impl FnMut(u64)) -> Result<()> {
         for (e, src) in self.manifest.entries.iter_mut().zip(&self.sources) {
             let Some(src) = src else { continue };
-            let (digest, n) = digest_file(src, &mut progress)?;
+            let mut f = src.open()?;
+            let (digest, n) = digest_reader(&mut f, &mut progress)
+                .with_context(|| format!("cannot read '{}'", src.path.display()))?;
             if n != e.size {
                 bail!(
                     "'{}' changed size while being read ({} → {n} bytes); send it again when it is stable",
-                    src.display(),
+                    src.path.display(),
                     e.size
                 );
             }
@@ -215,4 +280,79 @@ pub fn digest_reader(
         progress(n as u64);
     }
     Ok((*h.finalize().as_bytes(), total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::FileSource;
+    use spate_proto::Source;
+
+    /// Issue 14, finding 7: a file of the tree swapped, after the scan, for a symbolic link to
+    /// a secret of the same size (or for another file) was sent — the secret under a valid
+    /// digest. Hashing and sending now refuse a file that is not the one scanned.
+    #[test]
+    fn a_file_swapped_after_the_scan_is_not_sent() {
+        let t = tempfile::tempdir().unwrap();
+        let tree = t.path().join("tree");
+        fs::create_dir(&tree).unwrap();
+        let secret = t.path().join("secret");
+        fs::write(&secret, b"the secret").unwrap();
+        let f = tree.join("f");
+        for swap in ["link", "file"] {
+            fs::write(&f, b"harmless!!").unwrap();
+            let mut p = plan(std::slice::from_ref(&tree), "", true).unwrap();
+            // Swapped between the scan and the hashing.
+            let keep = t.path().join("old");
+            fs::rename(&f, &keep).unwrap(); // the scanned inode stays alive
+            if swap == "link" {
+                std::os::unix::fs::symlink(&secret, &f).unwrap();
+            } else {
+                // Another file renamed over it (created while the old one still exists, so
+                // it is a different inode).
+                fs::copy(&secret, t.path().join("other")).unwrap();
+                fs::rename(t.path().join("other"), &f).unwrap();
+            }
+            let e = p.compute_digests(|_| {}).unwrap_err().to_string();
+            assert!(e.contains("was replaced"), "{swap}: {e}");
+            // Swapped between hashing and sending.
+            fs::remove_file(&f).unwrap();
+            fs::write(&f, b"harmless!!").unwrap();
+            let mut p = plan(std::slice::from_ref(&tree), "", true).unwrap();
+            p.compute_digests(|_| {}).unwrap();
+            fs::rename(&f, &keep).unwrap();
+            if swap == "link" {
+                std::os::unix::fs::symlink(&secret, &f).unwrap();
+            } else {
+                // Another file renamed over it (created while the old one still exists, so
+                // it is a different inode).
+                fs::copy(&secret, t.path().join("other")).unwrap();
+                fs::rename(t.path().join("other"), &f).unwrap();
+            }
+            let sizes = p.manifest.entries.iter().map(|e| e.size).collect();
+            let mut src = FileSource::new(p.sources.clone(), sizes);
+            let mut buf = [0u8; 10];
+            let e = src.read(2, 0, &mut buf).unwrap_err();
+            assert!(e.contains("was replaced"), "{swap}: {e}");
+            assert_ne!(&buf, b"the secret");
+            fs::remove_file(&f).unwrap();
+        }
+    }
+
+    /// A symbolic link named on the command line is followed, as before.
+    #[test]
+    fn a_link_named_on_the_command_line_is_sent() {
+        let t = tempfile::tempdir().unwrap();
+        let real = t.path().join("real");
+        fs::write(&real, b"content").unwrap();
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let mut p = plan(&[link], "", false).unwrap();
+        p.compute_digests(|_| {}).unwrap();
+        assert_eq!(p.manifest.entries[0].path, "link");
+        assert_eq!(
+            p.manifest.entries[0].digest,
+            Some(*blake3::hash(b"content").as_bytes())
+        );
+    }
 }

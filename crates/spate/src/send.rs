@@ -8,7 +8,6 @@
 //! next deadline or a datagram. A send the kernel refuses for lack of buffer space is kept
 //! and retried when the socket is writable, never dropped.
 
-use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -89,7 +88,7 @@ pub fn send_with(
     scfg.handshake_timeout = cfg.connect_timeout;
     scfg.idle_timeout = cfg.idle_timeout;
     let datagram = usize::from(scfg.max_datagram);
-    let session = random_session_id();
+    let session = crate::random::u64() as u32;
     // Up to 44 datagrams of 1472 bytes per call: the kernel's GSO limits (Socket::max_batch).
     let segments = socket.max_batch(datagram);
     scfg.batch = segments;
@@ -186,11 +185,4 @@ fn explain(err: &SessionError, server: SocketAddr) -> String {
         }
         other => other.to_string(),
     }
-}
-
-/// A session id from the operating system's randomness (std seeds `RandomState` from it).
-fn random_session_id() -> u32 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(std::process::id().into());
-    h.finish() as u32
 }

@@ -11,12 +11,13 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use spate_proto::Source;
+
+use crate::scan::SourceFile;
 
 /// Block size read at once: 1 MiB (large sequential reads; 725 chunks of 1448 bytes).
 const BLOCK: usize = 1 << 20;
@@ -37,7 +38,7 @@ struct Block {
 
 /// A [`Source`] over files, object `i` being `files[i - 1]` (`None`: a directory).
 pub struct FileSource {
-    files: Arc<Vec<Option<PathBuf>>>,
+    files: Arc<Vec<Option<SourceFile>>>,
     rx: Receiver<Block>,
     back: SyncSender<Vec<u8>>,
     window: VecDeque<Block>,
@@ -48,7 +49,7 @@ pub struct FileSource {
 
 impl FileSource {
     /// Start the reader thread for `files` with their expected `sizes`.
-    pub fn new(files: Vec<Option<PathBuf>>, sizes: Vec<u64>) -> FileSource {
+    pub fn new(files: Vec<Option<SourceFile>>, sizes: Vec<u64>) -> FileSource {
         let files = Arc::new(files);
         let (tx, rx) = sync_channel(AHEAD);
         let (back, back_rx) = sync_channel(AHEAD + KEEP + 2);
@@ -72,7 +73,10 @@ impl FileSource {
         self.files
             .get(object as usize - 1)
             .and_then(|p| p.as_ref())
-            .map_or_else(|| format!("object {object}"), |p| p.display().to_string())
+            .map_or_else(
+                || format!("object {object}"),
+                |p| p.path.display().to_string(),
+            )
     }
 
     /// Copy what the window holds of `object` at `offset` into `buf`; returns bytes copied.
@@ -125,8 +129,7 @@ impl FileSource {
                     .get(object as usize - 1)
                     .and_then(|p| p.clone())
                     .ok_or_else(|| format!("object {object} has no file"))?;
-                let f = File::open(&path)
-                    .map_err(|e| format!("cannot read '{}': {e}", path.display()))?;
+                let f = path.open().map_err(|e| e.to_string())?;
                 if self.open.len() >= OPEN_FILES {
                     self.open.remove(0);
                 }
@@ -171,7 +174,7 @@ impl Drop for FileSource {
 }
 
 fn read_ahead(
-    files: &[Option<PathBuf>],
+    files: &[Option<SourceFile>],
     sizes: &[u64],
     tx: &SyncSender<Block>,
     back: &Receiver<Vec<u8>>,
@@ -190,9 +193,9 @@ fn read_ahead(
                 error: Some(msg),
             });
         };
-        let mut f = match File::open(path) {
+        let mut f = match path.open() {
             Ok(f) => f,
-            Err(e) => return fail(format!("cannot read '{}': {e}", path.display())),
+            Err(e) => return fail(e.to_string()),
         };
         let mut offset = 0u64;
         while offset < size {
@@ -204,7 +207,7 @@ fn read_ahead(
                 } else {
                     e.to_string()
                 };
-                return fail(format!("cannot read '{}': {why}", path.display()));
+                return fail(format!("cannot read '{}': {why}", path.path.display()));
             }
             let b = Block {
                 object,

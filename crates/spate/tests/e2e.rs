@@ -352,7 +352,21 @@ fn a_full_disk_fails_the_transfer_with_a_clear_message_and_leaves_nothing_behind
     let f = src.path().join("too-big.bin");
     fs::write(&f, content(3, 3 << 20)).unwrap();
     let s = serve(dst.path());
-    let e = send_to(s.addr, &[f], "", false).unwrap_err().to_string();
+    // A fresh transfer larger than the free space is refused before anything is written.
+    let e = send_to(s.addr, std::slice::from_ref(&f), "", false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("free below its root"), "{e}");
+    // A resume is not checked up front (its partial files already hold space): the disk
+    // fills during the transfer, which fails saying so.
+    let dest = scan::normalize_dest("").unwrap();
+    let mut plan = scan::plan(&[f], &dest, false).unwrap();
+    plan.compute_digests(|_| {}).unwrap();
+    let cfg = SendConfig {
+        resume: true,
+        ..config(s.addr)
+    };
+    let e = send(&plan, &cfg, |_| {}).unwrap_err().to_string();
     assert!(e.contains("disk full"), "{e}");
     drop(s);
     let left: Vec<_> = fs::read_dir(dst.path())

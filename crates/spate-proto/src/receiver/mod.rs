@@ -11,9 +11,13 @@
 //! | `mod.rs` | state, construction, incoming packets, timers |
 //! | `report.rs` | when to send FEEDBACK and what it says |
 //! | `resume.rs` | telling a resuming sender what is already here (HAVE) |
+//! | `validate.rs` | what may be sent before the sender's address is validated (§4.8) |
 
 mod report;
 mod resume;
+mod validate;
+
+pub use validate::AMPLIFICATION_FACTOR;
 
 use core::ops::Range;
 use core::time::Duration;
@@ -61,6 +65,9 @@ pub struct ReceiverStats {
     pub packets_sent: u64,
     /// Datagrams dropped as malformed or unexpected.
     pub dropped_packets: u64,
+    /// Packets not sent because the sender's address was not validated and they would have
+    /// exceeded three times the bytes received from it (spec §4.8).
+    pub withheld_packets: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +91,8 @@ pub struct Receiver {
     object_count: u64,
     manifest_buf: Vec<u8>,
     manifest: Option<Manifest>,
+    /// The manifest, complete and checked, waiting for the address to be validated (§4.8).
+    pending_manifest: Option<Manifest>,
     /// Size of each known object; index 0 is the manifest.
     sizes: Vec<u64>,
     received: Vec<RangeSet>,
@@ -108,15 +117,18 @@ pub struct Receiver {
     /// [`Receiver::confirm`].
     verify: bool,
     resume: resume::Resume,
+    validation: validate::Validation,
 
     events: VecDeque<ReceiverEvent>,
     stats: ReceiverStats,
 }
 
 impl Receiver {
-    /// Start a session from its first datagram, which must be a HELLO. Returns the session id
-    /// in the error path too so a driver can log it. A HELLO with parameters this receiver does
-    /// not support still yields a session, which only sends a CLOSE and ends.
+    /// Start a session from its first datagram, which must be a HELLO. A HELLO with parameters
+    /// this receiver does not support still yields a session, which only sends a CLOSE and
+    /// ends. `token` is the session's address-validation token (spec §4.8): it must be
+    /// unpredictable to anyone who does not receive the ACCEPT (a driver takes it from the
+    /// operating system's random source; a simulation from its seeded generator).
     ///
     /// > §4.1: A HELLO datagram shorter than 1232 bytes MUST be dropped without an answer. A
     /// > HELLO of at least 1232 bytes that is malformed, or whose length differs from its Max
@@ -126,6 +138,7 @@ impl Receiver {
         cfg: ReceiverConfig,
         now: Instant,
         datagram: &mut [u8],
+        token: u64,
     ) -> Result<Receiver, DropReason> {
         if datagram.len() < wire::MIN_DATAGRAM {
             // Anything we sent would be an amplification toward an unproven address.
@@ -133,6 +146,12 @@ impl Receiver {
         }
         let len = datagram.len();
         let header = wire::Header::decode(&mut crate::codec::Reader::new(datagram))?;
+        let refusing = |reason: &str| {
+            let mut r = Receiver::new(cfg.clone(), header.session, now, &Hello::placeholder());
+            r.validation.bytes_in = len as u64;
+            r.refuse(CloseCode::ProtocolViolation, reason);
+            r
+        };
         if header.ty != wire::PacketType::Hello {
             return Err(DropReason::Unexpected(
                 "non-HELLO packet for an unknown session",
@@ -140,30 +159,20 @@ impl Receiver {
         }
         let parsed = match wire::parse(datagram) {
             Ok(p) => p,
-            Err(e) => {
-                let mut r = Receiver::new(cfg, header.session, now, &Hello::placeholder());
-                r.refuse(
-                    CloseCode::ProtocolViolation,
-                    &format!("malformed HELLO: {e}"),
-                );
-                return Ok(r);
-            }
+            Err(e) => return Ok(refusing(&format!("malformed HELLO: {e}"))),
         };
         let Packet::Hello(hello) = parsed.packet else {
             return Err(DropReason::Unexpected("non-HELLO packet"));
         };
         if usize::from(hello.max_datagram) != len {
-            let mut r = Receiver::new(cfg, header.session, now, &Hello::placeholder());
-            r.refuse(
-                CloseCode::ProtocolViolation,
-                &format!(
-                    "HELLO of {len} bytes: it must be padded to its Max Datagram ({})",
-                    hello.max_datagram
-                ),
-            );
-            return Ok(r);
+            return Ok(refusing(&format!(
+                "HELLO of {len} bytes: it must be padded to its Max Datagram ({})",
+                hello.max_datagram
+            )));
         }
         let mut r = Receiver::new(cfg, parsed.header.session, now, &hello);
+        r.validation.token = token;
+        r.validation.bytes_in = len as u64;
         r.verify = parsed.header.flags & wire::HELLO_VERIFY != 0;
         if parsed.header.flags & wire::HELLO_RESUME != 0 && r.cfg.resume {
             r.resume = resume::Resume::Offered;
@@ -173,8 +182,10 @@ impl Receiver {
             return Ok(r);
         }
         r.accepts_owed = 1;
+        // §4.8: until the address is validated only the prefix is kept (at most one datagram),
+        // not a buffer of the length the HELLO claims.
         let prefix = hello.manifest_prefix.len();
-        r.manifest_buf[..prefix].copy_from_slice(hello.manifest_prefix);
+        r.manifest_buf = hello.manifest_prefix.to_vec();
         r.received[0].insert(0..prefix as u64);
         r.after_object_bytes(0);
         Ok(r)
@@ -192,6 +203,7 @@ impl Receiver {
             object_count: hello.object_count,
             manifest_buf: Vec::new(),
             manifest: None,
+            pending_manifest: None,
             sizes: vec![hello.manifest_len],
             received: vec![RangeSet::new()],
             done: vec![false],
@@ -211,6 +223,7 @@ impl Receiver {
             next_pn: 0,
             verify: false,
             resume: resume::Resume::Off,
+            validation: validate::Validation::default(),
             events: VecDeque::new(),
             stats: ReceiverStats::default(),
             cfg,
@@ -224,10 +237,24 @@ impl Receiver {
             r.refuse(CloseCode::Refused, "manifest larger than 64 MiB");
         } else if hello.object_count > crate::manifest::MAX_ENTRIES {
             r.refuse(CloseCode::Refused, "more than 1 000 000 entries");
-        } else {
-            r.manifest_buf = vec![0; hello.manifest_len as usize];
         }
         r
+    }
+
+    /// The sender proved its address for the first time: make room for the whole manifest
+    /// (zeroed pages cost memory only where bytes arrive) and decode it if the HELLO carried it
+    /// all.
+    fn on_first_validation(&mut self) {
+        if self.phase == Phase::Ended {
+            return;
+        }
+        if self.pending_manifest.is_none() {
+            let mut buf = vec![0; self.sizes[0] as usize];
+            let prefix = self.manifest_buf.len().min(buf.len());
+            buf[..prefix].copy_from_slice(&self.manifest_buf[..prefix]);
+            self.manifest_buf = buf;
+        }
+        self.after_object_bytes(0);
     }
 
     fn refuse(&mut self, code: CloseCode, reason: &str) {
@@ -304,6 +331,8 @@ impl Receiver {
         now: Instant,
         datagram: &mut [u8],
     ) -> Result<Option<DataChunk>, DropReason> {
+        // §4.8: everything received counts toward what may be sent before validation.
+        self.validation.bytes_in += datagram.len() as u64;
         let res = self.handle_inner(now, datagram);
         if res.is_err() {
             self.stats.dropped_packets += 1;
@@ -333,7 +362,10 @@ impl Receiver {
                 self.accepts_owed = (self.accepts_owed + 1).min(4);
                 Ok(None)
             }
-            Packet::Ping => {
+            Packet::Ping(p) => {
+                if !self.on_token(p.token) {
+                    return Err(DropReason::Unexpected("PING with another session's token"));
+                }
                 self.on_packet(now, h.pn, true);
                 self.on_ping_resume();
                 Ok(None)
@@ -371,6 +403,12 @@ impl Receiver {
             offset: d.offset,
             len: n,
         };
+        if !self.validation.ever {
+            // §4.8: no work and no memory for a sender that may be spoofing its address.
+            return Err(DropReason::Unexpected(
+                "DATA before the address is validated",
+            ));
+        }
         // Validate before acknowledging: data we cannot place must be neither used nor acked.
         let size = match self.sizes.get(d.object as usize) {
             Some(&s) => s,
@@ -438,23 +476,39 @@ impl Receiver {
         if self.done[o] || self.received[o].covered() != self.sizes[o] {
             return;
         }
+        let mut manifest = None;
+        if o == 0 {
+            // A manifest the HELLO carried whole is checked at once (one datagram: a small
+            // constant of work), so a bad one is refused instead of accepted (§4.1); it takes
+            // effect — directories, resume — only once the address is validated (§4.8).
+            if self.pending_manifest.is_none() {
+                self.pending_manifest = Some(match self.decode_manifest() {
+                    Ok(m) => m,
+                    Err((code, why)) => return self.refuse(code, &why),
+                });
+            }
+            if !self.validation.ever {
+                return;
+            }
+            manifest = self.pending_manifest.take();
+        }
         self.done[o] = true;
         self.objects_remaining -= 1;
-        if o == 0 {
-            self.on_manifest_complete();
+        if let Some(m) = manifest {
+            self.on_manifest_complete(m);
         } else {
             self.events.push_back(ReceiverEvent::ObjectComplete(object));
         }
         self.check_complete();
     }
 
-    fn on_manifest_complete(&mut self) {
-        let manifest = match Manifest::decode(&self.manifest_buf) {
+    /// Decode the complete manifest and check it against the HELLO; the error is the CLOSE
+    /// that refuses it.
+    fn decode_manifest(&self) -> Result<Manifest, (CloseCode, String)> {
+        let refused = |why: &str| Err((CloseCode::Refused, why.to_owned()));
+        match Manifest::decode(&self.manifest_buf) {
             Ok(m) if m.entries.len() as u64 != self.object_count => {
-                return self.refuse(
-                    CloseCode::Refused,
-                    "manifest entry count differs from HELLO",
-                )
+                refused("manifest entry count differs from HELLO")
             }
             // §6.8: verification checks each file against its digest; without one there is
             // nothing to check, and placing the file unchecked would break the promise.
@@ -464,14 +518,14 @@ impl Receiver {
                         .iter()
                         .any(|e| e.kind == EntryKind::File && e.digest.is_none()) =>
             {
-                return self.refuse(
-                    CloseCode::Refused,
-                    "VERIFY needs a digest for every file entry",
-                )
+                refused("VERIFY needs a digest for every file entry")
             }
-            Ok(m) => m,
-            Err(e) => return self.refuse(CloseCode::Refused, &format!("manifest rejected: {e}")),
-        };
+            Ok(m) => Ok(m),
+            Err(e) => refused(&format!("manifest rejected: {e}")),
+        }
+    }
+
+    fn on_manifest_complete(&mut self, manifest: Manifest) {
         self.manifest_buf = Vec::new();
         let n = manifest.entries.len();
         self.sizes.extend(manifest.entries.iter().map(|e| e.size));

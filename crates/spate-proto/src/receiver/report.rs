@@ -66,6 +66,9 @@ impl Receiver {
         } else {
             return None;
         };
+        if !self.may_send(len) {
+            return None;
+        }
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
         Some(Transmit {
@@ -137,6 +140,7 @@ impl Receiver {
         Accept {
             max_datagram: self.datagram as u16,
             idle_timeout_ms,
+            token: self.validation.token,
         }
         .encode(&mut w)
         .ok()?;
@@ -173,6 +177,7 @@ impl Receiver {
             flags: FeedbackFlags {
                 // §6.8: COMPLETE means held and, with VERIFY, confirmed.
                 complete: self.phase == Phase::Draining,
+                validated: self.validation.validated,
             },
             ack_delay_us: now.saturating_since(self.largest_at).as_micros() as u64,
             recv_time_us: self.largest_at.saturating_since(self.epoch).as_micros() as u64,

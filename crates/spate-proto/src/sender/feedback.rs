@@ -24,6 +24,9 @@ impl Sender {
             return;
         }
         self.have_pending = self.cfg.resume && flags & ACCEPT_RESUME != 0;
+        // §4.8: prove at once that we receive here; the receiver ignores our DATA until then.
+        self.token = a.token;
+        self.token_ping_due = true;
         self.datagram = self.datagram.min(usize::from(a.max_datagram));
         self.phase = Phase::Transfer;
         self.last_feedback_at = now;
@@ -65,6 +68,20 @@ impl Sender {
 
         self.stats.feedback_received += 1;
         self.last_feedback_at = now;
+        // §4.8, §6.8: the receiver acts on the manifest only once it has validated our
+        // address; a transfer is not over before it says so (VALIDATED, or COMPLETE).
+        self.validated_seen |= flags.validated || flags.complete;
+        if !flags.validated {
+            // §4.8: the receiver has not seen our token from the address it reports to (our
+            // PING was lost, or our address changed): send it again, at most once per RTT.
+            let gap = self.rtt.smoothed().max(Duration::from_millis(1));
+            if self
+                .token_ping_at
+                .is_none_or(|t| now.saturating_since(t) >= gap)
+            {
+                self.token_ping_due = true;
+            }
+        }
         self.probe_count = 0;
         self.probe_due = false;
         if self.silent {

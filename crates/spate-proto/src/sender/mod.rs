@@ -176,8 +176,16 @@ pub struct Sender {
     lost_unreported: u64,
     /// A FEEDBACK with COMPLETE arrived (what ends a session that asked for verification).
     complete_seen: bool,
+    /// A FEEDBACK with VALIDATED (or COMPLETE) arrived: the receiver acts on the manifest.
+    validated_seen: bool,
     /// Resuming: the receiver offered it and its HAVE has not arrived yet (file data waits).
     have_pending: bool,
+    /// The ACCEPT's token, echoed in every PING (spec §4.8).
+    token: u64,
+    /// A PING that proves our address is due (after ACCEPT, or a report without VALIDATED).
+    token_ping_due: bool,
+    /// When the last such PING was sent.
+    token_ping_at: Option<Instant>,
 }
 
 impl Sender {
@@ -235,7 +243,11 @@ impl Sender {
             lost_scratch: Vec::new(),
             lost_unreported: 0,
             complete_seen: false,
+            validated_seen: false,
             have_pending: false,
+            token: 0,
+            token_ping_due: false,
+            token_ping_at: None,
             cfg,
         };
         s.prefix_len = s.hello_prefix_len();
@@ -338,7 +350,7 @@ impl Sender {
             }
             Packet::Hello(_) => Err(DropReason::Unexpected("HELLO")),
             Packet::Data(_) => Err(DropReason::Unexpected("DATA")),
-            Packet::Ping => Err(DropReason::Unexpected("PING")),
+            Packet::Ping(_) => Err(DropReason::Unexpected("PING")),
         }
     }
 
@@ -360,7 +372,7 @@ impl Sender {
                 if let Some(p) = self.probe_at() {
                     t = t.min(p);
                 }
-                if self.probe_due || self.close_pending.is_some() {
+                if self.probe_due || self.token_ping_due || self.close_pending.is_some() {
                     // Something is ready to send: any past instant means "now".
                     return Some(Instant::ZERO);
                 }
@@ -458,8 +470,13 @@ impl Sender {
     }
 
     /// All data is delivered and the receiver is still verifying it.
+    /// Every byte is acknowledged, but the session is not over: with VERIFY the receiver's
+    /// verdict is missing (§6.8), and in any case its word that it validated our address and
+    /// so acts on the manifest (§4.8) — a transfer of empty objects, or of a manifest carried
+    /// whole in HELLO, is otherwise "acknowledged" by the ACCEPT alone.
     fn awaiting_verdict(&self) -> bool {
-        self.cfg.verify && self.objects_remaining == 0 && !self.complete_seen
+        self.objects_remaining == 0
+            && ((self.cfg.verify && !self.complete_seen) || !self.validated_seen)
     }
 
     /// The receiver's application has the next move: a verdict, or the HAVE of a resume.

@@ -3,9 +3,11 @@
 //! Priority, highest first:
 //! 1. a pending CLOSE;
 //! 2. HELLO, while the handshake lasts (repeated after one initial RTT, then every 200 ms);
-//! 3. a probe, when the probe timer fired: the oldest chunk still in flight, flagged PROBE, or a
+//! 3. a PING carrying the ACCEPT's token, right after ACCEPT and whenever a report says the
+//!    receiver has not validated our address (spec §4.8);
+//! 4. a probe, when the probe timer fired: the oldest chunk still in flight, flagged PROBE, or a
 //!    PING if nothing is in flight;
-//! 4. subject to pacing and the in-flight bound, and not while the path is silent:
+//! 5. subject to pacing and the in-flight bound, and not while the path is silent:
 //!    retransmissions of lost chunks, oldest loss first; then new data in object order. File
 //!    data waits until the manifest (object 0) is fully acknowledged and, when resuming, until
 //!    the receiver's HAVE arrived; chunks the receiver holds entirely are skipped.
@@ -23,7 +25,7 @@ use crate::event::SessionError;
 use crate::recovery::{Chunk, SentKind};
 use crate::time::Instant;
 use crate::wire::{
-    Close, CloseCode, Data, DataFlags, Header, Hello, PacketType, CIPHER_NONE, DATA_OVERHEAD,
+    Close, CloseCode, Data, DataFlags, Header, Hello, PacketType, Ping, CIPHER_NONE, DATA_OVERHEAD,
     HEADER_LEN, HELLO_RESUME, HELLO_VERIFY, IP_UDP_OVERHEAD, MAX_PACKET_NUMBER,
 };
 
@@ -61,6 +63,15 @@ impl Sender {
                 })
             }
             Phase::Transfer => {
+                if self.token_ping_due {
+                    self.token_ping_due = false;
+                    self.token_ping_at = Some(now);
+                    let len = self.write_ping(now, buf)?;
+                    return Some(Transmit {
+                        len,
+                        segment_size: len,
+                    });
+                }
                 if self.probe_due {
                     self.probe_due = false;
                     let len = self.write_probe(now, buf, source)?;
@@ -193,15 +204,19 @@ impl Sender {
                 };
                 self.write_data(now, buf, source, c, flags)
             }
-            None => {
-                let pn = self.take_pn()?;
-                let mut w = Writer::new(buf);
-                self.header(PacketType::Ping, 0, pn).encode(&mut w).ok()?;
-                let len = w.len();
-                self.record(now, pn, len, SentKind::Control);
-                Some(len)
-            }
+            None => self.write_ping(now, buf),
         }
+    }
+
+    /// A PING: asks for a report, and proves our address with the ACCEPT's token (§4.4, §4.8).
+    fn write_ping(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let pn = self.take_pn()?;
+        let mut w = Writer::new(buf);
+        self.header(PacketType::Ping, 0, pn).encode(&mut w).ok()?;
+        Ping { token: self.token }.encode(&mut w).ok()?;
+        let len = w.len();
+        self.record(now, pn, len, SentKind::Control);
+        Some(len)
     }
 
     fn write_data_batch(

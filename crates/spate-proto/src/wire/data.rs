@@ -8,7 +8,14 @@
 //! DATA flags (header bits 4–7):
 //!   0x1 RETRANSMISSION   the payload was sent before in another packet
 //!   0x2 PROBE            the receiver should send FEEDBACK at once
+//! PING body:
+//!   Token (64)        the Token of the receiver's ACCEPT
+//!   Padding (..)      ignored
 //! ```
+//!
+//! > §4.4: A PING carries the Token of the ACCEPT. A receiver drops a PING whose Token differs
+//! > from the one it sent; one that matches proves that the sender receives at the address it
+//! > sends from (§4.8).
 //!
 //! > §4.3: The payload length is implied by the datagram length. `Offset + length` must not
 //! > exceed the object's size as given in the manifest; a receiver drops (and does not
@@ -89,5 +96,24 @@ impl<'a> Data<'a> {
     pub fn encode_fields(object: u32, offset: u64, w: &mut Writer<'_>) -> Result<(), WireError> {
         w.u32(object)?;
         w.u64(offset)
+    }
+}
+
+/// PING body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ping {
+    /// The Token of the receiver's ACCEPT (spec §4.2, §4.8).
+    pub token: u64,
+}
+
+impl Ping {
+    /// Parse a body (bytes after the token are padding).
+    pub fn decode(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(Ping { token: r.u64()? })
+    }
+
+    /// Write the body.
+    pub fn encode(&self, w: &mut Writer<'_>) -> Result<(), WireError> {
+        w.u64(self.token)
     }
 }

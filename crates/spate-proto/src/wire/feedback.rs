@@ -31,17 +31,21 @@ use crate::codec::{Reader, Writer};
 pub struct FeedbackFlags {
     /// The receiver holds all data.
     pub complete: bool,
+    /// The receiver has seen this session's token in a PING from the address it sends this
+    /// report to (spec §4.8). Without it the sender sends a PING.
+    pub validated: bool,
 }
 
 impl FeedbackFlags {
     /// The 4-bit header field.
     pub fn bits(self) -> u8 {
-        u8::from(self.complete)
+        u8::from(self.complete) | u8::from(self.validated) << 1
     }
     /// From the 4-bit header field; unknown bits are ignored.
     pub fn from_bits(bits: u8) -> Self {
         FeedbackFlags {
             complete: bits & 1 != 0,
+            validated: bits & 2 != 0,
         }
     }
 }

@@ -78,6 +78,12 @@ pub struct Header {
 }
 
 impl Header {
+    /// The header of a datagram, validated (the body is not looked at): what a driver needs
+    /// to route a datagram to its session.
+    pub fn peek(datagram: &[u8]) -> Result<Self, WireError> {
+        Self::decode(&mut Reader::new(datagram))
+    }
+
     /// Read and validate a header.
     pub fn decode(r: &mut Reader<'_>) -> Result<Self, WireError> {
         let version = r.u8()?;

@@ -21,6 +21,7 @@
 //! ACCEPT body:
 //!   Max Datagram (16)            largest UDP payload the receiver accepts
 //!   Idle Timeout (varint)        the receiver's idle timeout, ms
+//!   Token (64)                   unpredictable; echoed in every PING (§4.8)
 //! ```
 
 use super::WireError;
@@ -151,6 +152,9 @@ pub struct Accept {
     pub max_datagram: u16,
     /// Receiver's idle timeout, ms.
     pub idle_timeout_ms: u64,
+    /// Address-validation token, chosen at random by the receiver; the sender echoes it in
+    /// every PING (spec §4.8).
+    pub token: u64,
 }
 
 impl Accept {
@@ -161,15 +165,18 @@ impl Accept {
             return Err(WireError::Invalid("max datagram below 1232"));
         }
         let idle_timeout_ms = r.varint()?;
+        let token = r.u64()?;
         Ok(Accept {
             max_datagram,
             idle_timeout_ms,
+            token,
         })
     }
 
     /// Write the body.
     pub fn encode(&self, w: &mut Writer<'_>) -> Result<(), WireError> {
         w.u16(self.max_datagram)?;
-        w.varint(self.idle_timeout_ms)
+        w.varint(self.idle_timeout_ms)?;
+        w.u64(self.token)
     }
 }

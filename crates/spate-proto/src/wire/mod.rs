@@ -23,7 +23,7 @@ mod header;
 mod hello;
 
 pub use close::{Close, CloseCode};
-pub use data::{Data, DataFlags, DATA_OVERHEAD};
+pub use data::{Data, DataFlags, Ping, DATA_OVERHEAD};
 pub use feedback::{AckRanges, Feedback, FeedbackFlags, FeedbackRepr};
 pub use have::{Have, HaveEntry};
 pub use header::{Header, PacketType, HEADER_LEN, MAX_PACKET_NUMBER, VERSION};
@@ -72,8 +72,8 @@ pub enum Packet<'a> {
     Accept(Accept),
     /// File or manifest bytes.
     Data(Data<'a>),
-    /// A request for immediate feedback, carrying nothing.
-    Ping,
+    /// A request for immediate feedback, carrying the ACCEPT's token.
+    Ping(Ping),
     /// Receiver report.
     Feedback(Feedback<'a>),
     /// End of session.
@@ -99,7 +99,7 @@ pub fn parse(datagram: &[u8]) -> Result<Parsed<'_>, WireError> {
         PacketType::Hello => Packet::Hello(Hello::decode(&mut r)?),
         PacketType::Accept => Packet::Accept(Accept::decode(&mut r)?),
         PacketType::Data => Packet::Data(Data::decode(header.flags, &mut r)?),
-        PacketType::Ping => Packet::Ping,
+        PacketType::Ping => Packet::Ping(Ping::decode(&mut r)?),
         PacketType::Feedback => Packet::Feedback(Feedback::decode(&mut r)?),
         PacketType::Close => Packet::Close(Close::decode(&mut r)?),
         PacketType::Have => Packet::Have(Have::decode(&mut r)?),

@@ -86,7 +86,7 @@ fn hello_round_trip_with_padding() {
 #[test]
 fn feedback_ranges_follow_rfc9000_arithmetic() {
     let repr = FeedbackRepr {
-        flags: FeedbackFlags { complete: false },
+        flags: FeedbackFlags::default(),
         ack_delay_us: 100,
         recv_time_us: 5,
         bytes_received: 3000,

@@ -1,0 +1,237 @@
+//! The receiver's writing side: received bytes into temporary files, then digest check and
+//! rename into place, on a pool of writer threads shared by all sessions.
+//!
+//! | file | job |
+//! |---|---|
+//! | `mod.rs` | [`Sink`], the network thread's handle on one session's writer |
+//! | `pool.rs` | the writer threads, a lane (ordered queue) per session, queued-bytes bounds |
+//! | `writer.rs` | one session's files: temporaries, block hashes, journal, verify and rename |
+//! | `part.rs` | opening a temporary file so that it is this session's alone |
+//! | `held.rs` | what a resuming session already holds |
+//!
+//! For each file the writer creates `.NAME.spate-part` next to the final name, sized to the
+//! file (a sparse file: ranges that arrive as zeros are left as holes). The temporary is
+//! locked (`flock`) by the session writing it, so no two sessions ever write one temporary:
+//! a second transfer of the same destination while the first is writing it is refused with a
+//! message saying so. The writer hashes each 1 MiB block as its bytes are written
+//! (`treehash.rs`). When the protocol reports the object complete, the writer assembles the
+//! file's BLAKE3 digest from the blocks', compares it with the manifest's, applies permission
+//! bits (setuid/setgid/sticky dropped) and modification time, and renames it over the final
+//! name — which may be a regular file (replaced, as scp does) but never a directory, FIFO,
+//! device or socket. A mismatch removes the temporary file and fails the session with a
+//! message naming the file: a corrupt file is never put in place. Two transfers of one file
+//! one after the other, or overlapping only after the first placed it: the last rename wins,
+//! and each placed file is whole and verified.
+//!
+//! The network thread coalesces contiguous chunks into 256 KiB buffers; buffers come back
+//! through the result channel and are reused.
+//!
+//! **Resume.** Beside each temporary file the writer keeps a journal of the 1 MiB blocks
+//! written and their digests (`journal.rs`). A session that resumes reuses the blocks of a
+//! partial file that still match its journal and files already in place with the right digest;
+//! everything else is written again. On failure a resuming session keeps its partial files and
+//! journals for the next attempt; other sessions remove them, and the directories they created
+//! that are still empty. A file whose digest or writes failed loses its own partial file
+//! either way, and only its own.
+
+mod held;
+mod part;
+mod pool;
+#[cfg(test)]
+mod tests;
+mod writer;
+
+use std::ops::Range;
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::sync::Arc;
+
+use spate_proto::Manifest;
+
+use crate::confine::Root;
+pub use held::{find_held, Held};
+pub use pool::{Lane, WriterPool, LANE_BYTES, POOL_BYTES};
+
+/// Size of a write buffer: 256 KiB (181 chunks), large sequential writes.
+const WRITE_BUF: usize = 256 << 10;
+
+/// Work for a session's writer, run in order on the pool.
+pub enum Job {
+    /// Create the writer: prepare every entry's place (creating parent directories) and, when
+    /// resuming, find what is already held.
+    Start {
+        root: Root,
+        manifest: Manifest,
+        placed: Vec<String>,
+        resume: bool,
+        back: Sender<Back>,
+    },
+    /// Bytes of `object` at `offset`: `buf[..len]`.
+    Write {
+        object: u32,
+        offset: u64,
+        buf: Vec<u8>,
+        len: usize,
+    },
+    /// Every byte of the object was handed over: verify and place it.
+    Finish(u32),
+    /// The session failed: remove temporary files (and directories it created that are still
+    /// empty), or keep them (with their journals) for a resume.
+    Abort { keep: bool },
+    /// The session is gone: close its files.
+    Close,
+}
+
+/// What the writer reports back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// What a resuming session already holds, as (object, byte range) pairs for HAVE, and how
+    /// many journaled blocks no longer matched (they are sent again).
+    Held {
+        ranges: Vec<(u32, Range<u64>)>,
+        damaged_blocks: u64,
+    },
+    /// The object is verified and in place.
+    Done(u32),
+    /// The session cannot start (a path it may not write); the message says why.
+    Refused(String),
+    /// The transfer cannot succeed; the message says why and what to do. The failing file's
+    /// temporary file is gone; the caller decides about the others with [`Sink::abort`].
+    Failed(String),
+}
+
+/// What comes back from the writer: buffers to reuse, and outcomes.
+pub enum Back {
+    Buffer(Vec<u8>),
+    Outcome(Outcome),
+}
+
+/// The network thread's handle on a session's writer. Never blocks: data the writer cannot
+/// take now is refused by [`has_room`](Sink::has_room) before it is handed over.
+pub struct Sink {
+    lane: Arc<Lane>,
+    back: Receiver<Back>,
+    buffers: Vec<Vec<u8>>,
+    /// Coalescing buffer: (object, offset of its first byte, bytes, used).
+    cur: Option<(u32, u64, Vec<u8>, usize)>,
+    /// The writer is gone (its start was refused) and said so: nothing more will come.
+    gone: bool,
+}
+
+impl Sink {
+    /// Start a writer on `pool` for `manifest` below `root`, its entries written at `placed`
+    /// (from [`Root::placed_paths`]). With `resume`, the writer first looks for what is
+    /// already held and reports it ([`Outcome::Held`]) before anything else. Returns at once:
+    /// directories are created on the pool, and a path that may not be written is reported as
+    /// [`Outcome::Refused`].
+    pub fn start(
+        pool: &WriterPool,
+        root: Root,
+        manifest: &Manifest,
+        placed: &[String],
+        resume: bool,
+    ) -> Sink {
+        // Unbounded on purpose: the writer must never block on it. Its length is bounded
+        // anyway: buffers in circulation plus one outcome per object.
+        let (back_tx, back) = channel();
+        let lane = pool.lane();
+        lane.push(Job::Start {
+            root,
+            manifest: manifest.clone(),
+            placed: placed.to_vec(),
+            resume,
+            back: back_tx,
+        });
+        Sink {
+            lane,
+            back,
+            buffers: Vec::new(),
+            cur: None,
+            gone: false,
+        }
+    }
+
+    /// Whether `len` more bytes can be queued now. When not, the caller drops the datagram
+    /// unacknowledged (the sender sends it again), so a slow disk never blocks the network
+    /// thread and queued data stays within [`LANE_BYTES`] per session.
+    pub fn has_room(&self, len: usize) -> bool {
+        self.lane.has_room(len + WRITE_BUF)
+    }
+
+    /// Queue `bytes` of `object` at `offset` for writing.
+    pub fn write(&mut self, object: u32, offset: u64, bytes: &[u8]) {
+        if let Some((o, start, _, used)) = &self.cur {
+            let contiguous = *o == object && start + *used as u64 == offset;
+            if !contiguous || used + bytes.len() > WRITE_BUF {
+                self.flush();
+            }
+        }
+        if self.cur.is_none() {
+            let buf = self.buffers.pop().unwrap_or_else(|| vec![0; WRITE_BUF]);
+            self.cur = Some((object, offset, buf, 0));
+        }
+        if let Some((_, _, buf, used)) = &mut self.cur {
+            let n = bytes.len().min(WRITE_BUF - *used);
+            buf[*used..*used + n].copy_from_slice(&bytes[..n]);
+            *used += n;
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some((object, offset, buf, len)) = self.cur.take() {
+            self.lane.push(Job::Write {
+                object,
+                offset,
+                buf,
+                len,
+            });
+        }
+    }
+
+    /// Every byte of `object` has been handed over: verify and place it.
+    pub fn finish(&mut self, object: u32) {
+        self.flush();
+        self.lane.push(Job::Finish(object));
+    }
+
+    /// The next outcome, if any (reclaims returned buffers on the way).
+    pub fn poll(&mut self) -> Option<Outcome> {
+        if self.gone {
+            return None;
+        }
+        loop {
+            match self.back.try_recv() {
+                Ok(Back::Buffer(b)) => self.buffers.push(b),
+                Ok(Back::Outcome(o)) => return Some(o),
+                Err(TryRecvError::Empty) => return None,
+                Err(TryRecvError::Disconnected) => {
+                    // Reported once: a writer whose start was refused said why already.
+                    self.gone = true;
+                    return Some(Outcome::Failed("the writer stopped".into()));
+                }
+            }
+        }
+    }
+
+    /// The session failed. Finished files stay; temporary files are removed, or with `keep`
+    /// kept with their journals for a resume (the bytes queued so far are written first).
+    pub fn abort(&mut self, keep: bool) {
+        if keep {
+            self.flush();
+        }
+        self.cur = None;
+        self.lane.push(Job::Abort { keep });
+    }
+
+    /// Wait until everything queued so far is done (files closed after an abort, so another
+    /// session may take them over).
+    pub fn wait_idle(&mut self) {
+        self.flush();
+        self.lane.wait_idle();
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        self.lane.push(Job::Close);
+    }
+}

@@ -1,0 +1,206 @@
+//! The writer threads every session shares: a fixed pool, not a thread per session.
+//!
+//! Each session has a *lane*: its queue of jobs and its writer state. A lane with jobs is
+//! queued on the pool once; a worker takes it, runs up to [`BATCH`] of its jobs, and queues it
+//! again at the back if more are waiting. So a session's jobs run in order and never on two
+//! threads at once, sessions take turns, and one session with a slow disk (or a huge manifest
+//! to create) occupies one worker at most — the others keep writing.
+//!
+//! A lane counts the bytes queued on it; the network thread asks [`Lane::has_room`] before
+//! handing a session more data and drops DATA it cannot queue (the sender retransmits it), so
+//! the network thread never blocks on a writer and memory for queued data is bounded by
+//! [`LANE_BYTES`] per session and [`POOL_BYTES`] in all.
+//!
+//! Why our own: the work is a queue per session with strict order inside it and turns between
+//! them. A general thread pool (rayon, threadpool) runs independent tasks and would either
+//! reorder a session's writes or need this bookkeeping around it anyway.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use super::writer::Writer;
+use super::Job;
+
+/// Jobs a worker runs from one lane before giving the next lane its turn: 16 jobs of up to
+/// 256 KiB, 4 MiB, a few milliseconds of disk time.
+const BATCH: usize = 16;
+/// Bytes of received data queued for one session, at most: 16 MiB, ~13 ms at 10 Gbit/s.
+pub const LANE_BYTES: usize = 16 << 20;
+/// Bytes queued for all sessions together, at most: 256 MiB (bounds memory with many sessions).
+pub const POOL_BYTES: usize = 256 << 20;
+
+/// The shared writer threads. Dropping it finishes the queued jobs and joins the threads.
+pub struct WriterPool {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+struct Shared {
+    ready: Mutex<VecDeque<Arc<Lane>>>,
+    wake: Condvar,
+    stop: AtomicBool,
+    queued: AtomicUsize,
+}
+
+/// One session's queue on the pool.
+pub struct Lane {
+    shared: Arc<Shared>,
+    state: Mutex<LaneState>,
+    idle: Condvar,
+    queued: AtomicUsize,
+}
+
+struct LaneState {
+    jobs: VecDeque<Job>,
+    /// The session's writer; `None` while a worker runs it (or before its `Start` job ran).
+    writer: Option<Box<Writer>>,
+    /// On the ready queue or running.
+    scheduled: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A worker that panicked poisons the lock; the data (queues) is still consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl WriterPool {
+    /// Start `threads` workers (at least one).
+    pub fn new(threads: usize) -> std::io::Result<WriterPool> {
+        let shared = Arc::new(Shared {
+            ready: Mutex::new(VecDeque::new()),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
+        });
+        let mut handles = Vec::new();
+        for i in 0..threads.max(1) {
+            let s = shared.clone();
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("spate-writer-{i}"))
+                    .spawn(move || work(&s))?,
+            );
+        }
+        Ok(WriterPool {
+            shared,
+            threads: handles,
+        })
+    }
+
+    /// A pool whose jobs never run (for tests of the queue bounds).
+    #[cfg(test)]
+    pub fn paused() -> WriterPool {
+        let mut p = WriterPool::new(1).expect("a thread");
+        p.shared.stop.store(true, Ordering::SeqCst);
+        p.shared.wake.notify_all();
+        for t in p.threads.drain(..) {
+            let _ = t.join();
+        }
+        p
+    }
+
+    /// Four workers: enough that a slow session leaves others a thread while disks overlap
+    /// their requests; file writing needs little CPU (hashing is ~1 GB/s per core).
+    pub fn default_size() -> usize {
+        4
+    }
+
+    /// A new, empty lane for a session.
+    pub fn lane(&self) -> Arc<Lane> {
+        Arc::new(Lane {
+            shared: self.shared.clone(),
+            state: Mutex::new(LaneState {
+                jobs: VecDeque::new(),
+                writer: None,
+                scheduled: false,
+            }),
+            idle: Condvar::new(),
+            queued: AtomicUsize::new(0),
+        })
+    }
+}
+
+impl Drop for WriterPool {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.wake.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Lane {
+    /// Queue `job` (after every job queued before it).
+    pub fn push(self: &Arc<Self>, job: Job) {
+        if let Job::Write { len, .. } = &job {
+            self.queued.fetch_add(*len, Ordering::Relaxed);
+            self.shared.queued.fetch_add(*len, Ordering::Relaxed);
+        }
+        let mut st = lock(&self.state);
+        st.jobs.push_back(job);
+        if !st.scheduled {
+            st.scheduled = true;
+            drop(st);
+            lock(&self.shared.ready).push_back(self.clone());
+            self.shared.wake.notify_one();
+        }
+    }
+
+    /// Whether `len` more bytes may be queued.
+    pub fn has_room(&self, len: usize) -> bool {
+        self.queued.load(Ordering::Relaxed) + len <= LANE_BYTES
+            && self.shared.queued.load(Ordering::Relaxed) + len <= POOL_BYTES
+    }
+
+    /// Wait until every job queued so far has run.
+    pub fn wait_idle(&self) {
+        let mut st = lock(&self.state);
+        while st.scheduled {
+            st = self.idle.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+fn work(shared: &Shared) {
+    loop {
+        let lane = {
+            let mut ready = lock(&shared.ready);
+            loop {
+                if let Some(l) = ready.pop_front() {
+                    break l;
+                }
+                if shared.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                ready = shared.wake.wait(ready).unwrap_or_else(|p| p.into_inner());
+            }
+        };
+        let (mut writer, batch) = {
+            let mut st = lock(&lane.state);
+            let n = st.jobs.len().min(BATCH);
+            (st.writer.take(), st.jobs.drain(..n).collect::<Vec<_>>())
+        };
+        for job in batch {
+            let bytes = match &job {
+                Job::Write { len, .. } => *len,
+                _ => 0,
+            };
+            Writer::run(&mut writer, job);
+            lane.queued.fetch_sub(bytes, Ordering::Relaxed);
+            shared.queued.fetch_sub(bytes, Ordering::Relaxed);
+        }
+        let mut st = lock(&lane.state);
+        st.writer = writer;
+        if st.jobs.is_empty() {
+            st.scheduled = false;
+            lane.idle.notify_all();
+        } else {
+            drop(st);
+            lock(&shared.ready).push_back(lane.clone());
+            shared.wake.notify_one();
+        }
+    }
+}

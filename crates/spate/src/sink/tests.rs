@@ -1,0 +1,270 @@
+//! Tests of the writer: failures, memory, temporaries, and what other people put in the way.
+
+use super::*;
+use crate::journal;
+use spate_proto::Entry;
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn pool() -> WriterPool {
+    WriterPool::new(2).unwrap()
+}
+
+/// Start a writer for `manifest` below `root`.
+fn start(pool: &WriterPool, root: &Path, manifest: &Manifest) -> Sink {
+    let root = Root::new(root).unwrap();
+    let placed = root.placed_paths(manifest);
+    Sink::start(pool, root, manifest, &placed, false)
+}
+
+/// The next outcome within 10 s.
+fn outcome(sink: &mut Sink) -> Outcome {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        match sink.poll() {
+            Some(o) => return o,
+            None if Instant::now() < end => std::thread::sleep(Duration::from_millis(5)),
+            None => panic!("no outcome within 10 s"),
+        }
+    }
+}
+
+/// A file entry whose digest is that of `data`.
+fn file(path: &str, data: &[u8]) -> Entry {
+    let mut e = Entry::file(path, data.len() as u64);
+    e.digest = Some(*blake3::hash(data).as_bytes());
+    e
+}
+
+/// Hand `data` over as object `object` from `offset`, in datagram-sized pieces.
+fn write(sink: &mut Sink, object: u32, offset: u64, data: &[u8]) {
+    for (i, c) in data.chunks(1400).enumerate() {
+        sink.write(object, offset + i as u64 * 1400, c);
+    }
+}
+
+/// Write all of `data` as object `object` and finish it.
+fn send(sink: &mut Sink, object: u32, data: &[u8]) {
+    write(sink, object, 0, data);
+    sink.finish(object);
+}
+
+/// Two 3 MiB files; the first's digest is wrong. All of the first and 2 MiB of the second
+/// are written, then the first is finished: the session fails, and is aborted with `keep`.
+fn fail_first_of_two(root: &Path, keep: bool) {
+    let size = 3 << 20;
+    let mut bad = Entry::file("a.bin", size);
+    bad.digest = Some([0; 32]);
+    let manifest = Manifest::new(vec![bad, Entry::file("b.bin", size)]);
+    let pool = pool();
+    let mut sink = start(&pool, root, &manifest);
+    let data = vec![7u8; 3 << 20];
+    write(&mut sink, 1, 0, &data);
+    write(&mut sink, 2, 0, &data[..2 << 20]);
+    sink.finish(1);
+    let Outcome::Failed(failed) = outcome(&mut sink) else {
+        panic!("the digest mismatch is not reported")
+    };
+    assert!(failed.contains("digest mismatch for 'a.bin'"), "{failed}");
+    sink.abort(keep);
+    sink.wait_idle();
+}
+
+/// One file's digest mismatch removes that file's partial; a resuming session keeps the
+/// other files' partials and journals for the next attempt, any other session removes them.
+#[test]
+fn a_bad_file_costs_a_resuming_session_only_its_own_partial() {
+    for keep in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        fail_first_of_two(dir.path(), keep);
+        let root = Root::new(dir.path()).unwrap();
+        let (a, b) = (
+            root.prepare("a.bin").unwrap(),
+            root.prepare("b.bin").unwrap(),
+        );
+        for p in [
+            journal::part_path(&a),
+            journal::journal_path(&a),
+            a,
+            b.clone(),
+        ] {
+            let p = p.path();
+            assert!(!p.exists(), "{} exists (keep {keep})", p.display());
+        }
+        for p in [journal::part_path(&b), journal::journal_path(&b)] {
+            let p = p.path();
+            assert_eq!(p.exists(), keep, "{} (keep {keep})", p.display());
+        }
+    }
+}
+
+/// Resident memory of this process, bytes (Linux).
+fn rss() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
+
+/// Issue 14, finding 1: a manifest claiming a huge file, then one byte of it, cost memory
+/// in proportion to the claim (a slot per 1 MiB block: 530 MiB for 16 TiB, an abort for
+/// 2^55 bytes). Memory now follows what was received.
+#[test]
+fn a_huge_claimed_file_costs_memory_for_what_arrived_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool();
+    let before = rss();
+    for (i, size) in [16u64 << 40, 1 << 55].into_iter().enumerate() {
+        let name = format!("huge-{i}");
+        let mut e = Entry::file(name.as_str(), size);
+        e.digest = Some([0; 32]);
+        let manifest = Manifest::new(vec![e]);
+        let mut sink = start(&pool, dir.path(), &manifest);
+        sink.write(1, size / 2, b"x");
+        sink.write(1, size - 1, b"y");
+        sink.abort(false);
+        sink.wait_idle();
+        assert!(
+            !dir.path().join(format!(".{name}.spate-part")).exists(),
+            "the temporary file of an aborted session is removed"
+        );
+    }
+    let grown = rss().saturating_sub(before);
+    assert!(grown < 64 << 20, "memory grew by {grown} bytes");
+}
+
+/// Issue 14, finding 3: a hard link planted at the temporary name, pointing outside the root,
+/// was written through (the outside file overwritten). The name is now replaced by a file of
+/// our own; the outside file is untouched.
+#[test]
+fn a_planted_hard_link_is_not_written_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    fs::write(&victim, b"precious").unwrap();
+    fs::hard_link(&victim, dir.path().join(".k.spate-part")).unwrap();
+    let data = vec![9u8; 100_000];
+    let manifest = Manifest::new(vec![file("k", &data)]);
+    let pool = pool();
+    let mut sink = start(&pool, dir.path(), &manifest);
+    send(&mut sink, 1, &data);
+    assert_eq!(outcome(&mut sink), Outcome::Done(1));
+    assert_eq!(fs::read(&victim).unwrap(), b"precious");
+    assert_eq!(fs::read(dir.path().join("k")).unwrap(), data);
+}
+
+/// Issue 14, finding 2a: two transfers of one file at once. The second is refused while the
+/// first writes the file; the file placed is the first's, whole. Afterwards another transfer
+/// replaces it (the last to finish stays).
+#[test]
+fn a_second_writer_of_the_same_file_is_refused_while_the_first_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = pool();
+    let (one, two) = (vec![1u8; 3 << 20], vec![2u8; 3 << 20]);
+    let mut first = start(&pool, dir.path(), &Manifest::new(vec![file("f", &one)]));
+    write(&mut first, 1, 0, &one[..1 << 20]);
+    first.wait_idle(); // the first holds the temporary now
+    let mut second = start(&pool, dir.path(), &Manifest::new(vec![file("f", &two)]));
+    send(&mut second, 1, &two);
+    let Outcome::Failed(why) = outcome(&mut second) else {
+        panic!("the second writer was not refused")
+    };
+    assert!(why.contains("being written by another transfer"), "{why}");
+    second.abort(false);
+    second.wait_idle();
+    write(&mut first, 1, 1 << 20, &one[1 << 20..]);
+    first.finish(1);
+    assert_eq!(outcome(&mut first), Outcome::Done(1));
+    assert_eq!(fs::read(dir.path().join("f")).unwrap(), one);
+    let mut third = start(&pool, dir.path(), &Manifest::new(vec![file("f", &two)]));
+    send(&mut third, 1, &two);
+    assert_eq!(outcome(&mut third), Outcome::Done(1));
+    assert_eq!(fs::read(dir.path().join("f")).unwrap(), two);
+}
+
+/// Issue 14, finding 10: a directory, FIFO or device at a file's name is not replaced; the
+/// session is refused before any data, with a message naming the path relative to the root.
+#[test]
+fn only_regular_files_are_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("d")).unwrap();
+    let fifo = std::ffi::CString::new(dir.path().join("p").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let pool = pool();
+    for (name, kind) in [("d", "a directory"), ("p", "a FIFO")] {
+        let data = b"data".to_vec();
+        let mut sink = start(&pool, dir.path(), &Manifest::new(vec![file(name, &data)]));
+        let Outcome::Refused(why) = outcome(&mut sink) else {
+            panic!("{name} was not refused")
+        };
+        assert!(
+            why.contains(&format!("'{name}' exists on the receiver and is {kind}")),
+            "{why}"
+        );
+        assert!(
+            !why.contains(dir.path().to_str().unwrap()),
+            "absolute path in {why}"
+        );
+        // Nothing more comes from a refused writer: a caller polling in a loop stops.
+        sink.wait_idle();
+        let more = std::iter::from_fn(|| sink.poll()).take(10).count();
+        assert!(more <= 1, "{more} outcomes after the refusal");
+    }
+    assert!(dir.path().join("d").is_dir());
+    // A regular file is replaced.
+    fs::write(dir.path().join("r"), b"old").unwrap();
+    let mut sink = start(&pool, dir.path(), &Manifest::new(vec![file("r", b"new")]));
+    send(&mut sink, 1, b"new");
+    assert_eq!(outcome(&mut sink), Outcome::Done(1));
+    assert_eq!(fs::read(dir.path().join("r")).unwrap(), b"new");
+}
+
+/// Issue 14, finding 6: a refused or failed session leaves nothing behind — no temporaries,
+/// and none of the directories it created.
+#[test]
+fn a_failed_session_removes_the_directories_it_created() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("kept")).unwrap();
+    let dirs: Vec<Entry> = ["kept", "kept/a", "kept/a/b"]
+        .iter()
+        .map(|p| Entry {
+            kind: spate_proto::EntryKind::Directory,
+            ..Entry::file(*p, 0)
+        })
+        .collect();
+    let mut entries = dirs;
+    let mut bad = Entry::file("kept/a/b/f", 2 << 20);
+    bad.digest = Some([0; 32]);
+    entries.push(bad);
+    let pool = pool();
+    let mut sink = start(&pool, dir.path(), &Manifest::new(entries));
+    write(&mut sink, 4, 0, &[1; 1 << 20]);
+    sink.abort(false);
+    sink.wait_idle();
+    assert!(
+        dir.path().join("kept").is_dir(),
+        "a directory that was there stays"
+    );
+    assert!(
+        !dir.path().join("kept/a").exists(),
+        "created directories are removed"
+    );
+}
+
+/// The queue of one session is bounded: `has_room` says no before it holds more than
+/// `LANE_BYTES` (here with no worker running, as with a disk that stalls).
+#[test]
+fn queued_bytes_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = WriterPool::paused();
+    let data = vec![0u8; 64 << 20];
+    let mut sink = start(&pool, dir.path(), &Manifest::new(vec![file("f", &data)]));
+    let mut queued = 0;
+    while sink.has_room(1400) && queued < data.len() {
+        sink.write(1, queued as u64, &data[queued..queued + 1400]);
+        queued += 1400;
+    }
+    assert!(queued <= LANE_BYTES, "{queued} bytes queued");
+    assert!(queued >= LANE_BYTES / 2, "only {queued} bytes queued");
+}
