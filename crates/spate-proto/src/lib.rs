@@ -40,6 +40,7 @@ pub mod config;
 pub mod event;
 pub mod manifest;
 pub mod pacer;
+pub mod pn;
 pub mod ranges;
 mod receiver;
 pub mod recovery;

@@ -26,6 +26,7 @@ use std::collections::VecDeque;
 use crate::config::ReceiverConfig;
 use crate::event::{DropReason, ReceiverEvent, SessionError};
 use crate::manifest::{EntryKind, Manifest, MAX_MANIFEST_BYTES};
+use crate::pn::PacketNumbers;
 use crate::ranges::RangeSet;
 use crate::time::Instant;
 use crate::wire::{self, CloseCode, Data, Hello, Packet, CIPHER_NONE};
@@ -112,7 +113,8 @@ pub struct Receiver {
     last_packet_at: Instant,
     accepts_owed: u32,
     close_pending: Option<(CloseCode, String)>,
-    next_pn: u64,
+    /// Numbers of the packets this receiver sends (`pn.rs`).
+    out_pns: PacketNumbers,
     /// The sender asked for verification (HELLO flag VERIFY): COMPLETE waits for
     /// [`Receiver::confirm`].
     verify: bool,
@@ -220,7 +222,7 @@ impl Receiver {
             last_packet_at: now,
             accepts_owed: 0,
             close_pending: None,
-            next_pn: 0,
+            out_pns: PacketNumbers::new(),
             verify: false,
             resume: resume::Resume::Off,
             validation: validate::Validation::default(),

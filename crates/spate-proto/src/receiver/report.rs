@@ -17,7 +17,6 @@ use crate::sender::Transmit;
 use crate::time::Instant;
 use crate::wire::{
     Accept, Close, CloseCode, FeedbackFlags, FeedbackRepr, Header, PacketType, ACCEPT_RESUME,
-    MAX_PACKET_NUMBER,
 };
 
 /// How many consecutive reports repeat each received range. 8: with independent loss, losing
@@ -108,19 +107,29 @@ impl Receiver {
         }
     }
 
-    pub(super) fn header(&mut self, ty: PacketType, flags: u8) -> Header {
-        let pn = self.next_pn.min(MAX_PACKET_NUMBER);
-        self.next_pn += 1;
-        Header {
+    /// The header of the next packet, with the next packet number; `None` (and the session
+    /// ends) once the numbers are used up — never a repeated number (`pn.rs`).
+    pub(super) fn header(&mut self, ty: PacketType, flags: u8) -> Option<Header> {
+        let Some(pn) = self.out_pns.take() else {
+            if self.phase != Phase::Ended {
+                self.phase = Phase::Ended;
+                self.events
+                    .push_back(ReceiverEvent::Failed(SessionError::PacketNumbersExhausted));
+            }
+            self.close_pending = None;
+            self.accepts_owed = 0;
+            return None;
+        };
+        Some(Header {
             ty,
             flags,
             session: self.session,
             pn,
-        }
+        })
     }
 
     fn write_close(&mut self, buf: &mut [u8], code: CloseCode, reason: &str) -> Option<usize> {
-        let h = self.header(PacketType::Close, 0);
+        let h = self.header(PacketType::Close, 0)?;
         let mut w = Writer::new(buf);
         h.encode(&mut w).ok()?;
         Close::encode(code, reason, &mut w).ok()?;
@@ -133,7 +142,7 @@ impl Receiver {
         } else {
             ACCEPT_RESUME
         };
-        let h = self.header(PacketType::Accept, flags);
+        let h = self.header(PacketType::Accept, flags)?;
         let mut w = Writer::new(buf);
         h.encode(&mut w).ok()?;
         let idle_timeout_ms = (self.cfg.idle_timeout.as_millis() as u64).max(1);
@@ -186,7 +195,7 @@ impl Receiver {
             first_missing_offset,
         };
         let floor = self.report_floor();
-        let h = self.header(PacketType::Feedback, repr.flags.bits());
+        let h = self.header(PacketType::Feedback, repr.flags.bits())?;
         let room = buf.len().min(self.datagram);
         let mut w = Writer::new(&mut buf[..room]);
         h.encode(&mut w).ok()?;

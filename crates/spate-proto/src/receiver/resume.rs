@@ -104,7 +104,7 @@ impl Receiver {
     }
 
     pub(super) fn write_have(&mut self, buf: &mut [u8]) -> Option<usize> {
-        let h = self.header(PacketType::Have, 0);
+        let h = self.header(PacketType::Have, 0)?;
         let Resume::Ready { body, owed, sent } = &mut self.resume else {
             return None;
         };

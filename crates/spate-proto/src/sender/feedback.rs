@@ -54,7 +54,7 @@ impl Sender {
             return Err(DropReason::Unexpected("FEEDBACK before ACCEPT"));
         }
         let flags = FeedbackFlags::from_bits(flags);
-        if f.largest() >= self.next_pn {
+        if f.largest() >= self.pns.used() {
             return Err(WireError::Invalid("acknowledges a packet never sent").into());
         }
         let (wm_obj, wm_off) = (f.repr.first_missing_object, f.repr.first_missing_offset);

@@ -38,6 +38,7 @@ use crate::config::SenderConfig;
 use crate::event::{DropReason, SenderEvent, SessionError};
 use crate::manifest::{Manifest, ManifestError};
 use crate::pacer::Pacer;
+use crate::pn::PacketNumbers;
 use crate::ranges::RangeSet;
 use crate::recovery::{
     AckOutcome, Chunk, ReorderWindow, RttEstimator, SentKind, SentLedger, SentPacket,
@@ -132,7 +133,7 @@ pub struct Sender {
     sizes: Vec<u64>,
     datagram: usize,
 
-    next_pn: u64,
+    pns: PacketNumbers,
     ledger: SentLedger,
     delivered: Vec<RangeSet>,
     object_done: Vec<bool>,
@@ -211,7 +212,7 @@ impl Sender {
             manifest_bytes,
             sizes,
             datagram,
-            next_pn: 0,
+            pns: PacketNumbers::new(),
             ledger: SentLedger::new(),
             delivered: vec![RangeSet::new(); n],
             object_done: vec![false; n],

@@ -26,7 +26,7 @@ use crate::recovery::{Chunk, SentKind};
 use crate::time::Instant;
 use crate::wire::{
     Close, CloseCode, Data, DataFlags, Header, Hello, PacketType, Ping, CIPHER_NONE, DATA_OVERHEAD,
-    HEADER_LEN, HELLO_RESUME, HELLO_VERIFY, IP_UDP_OVERHEAD, MAX_PACKET_NUMBER,
+    HEADER_LEN, HELLO_RESUME, HELLO_VERIFY, IP_UDP_OVERHEAD,
 };
 
 impl Sender {
@@ -85,18 +85,18 @@ impl Sender {
         }
     }
 
+    /// The next packet number; at the end of the space the session fails (and its CLOSE,
+    /// having no number left, is not sent: see `pn.rs`).
     fn take_pn(&mut self) -> Option<u64> {
-        if self.next_pn > MAX_PACKET_NUMBER {
+        let pn = self.pns.take();
+        if pn.is_none() && self.phase != Phase::Ended {
             self.fail(
                 SessionError::PacketNumbersExhausted,
                 CloseCode::Application,
                 "packet numbers exhausted",
             );
-            return None;
         }
-        let pn = self.next_pn;
-        self.next_pn += 1;
-        Some(pn)
+        pn
     }
 
     fn header(&self, ty: PacketType, flags: u8, pn: u64) -> Header {
@@ -172,8 +172,7 @@ impl Sender {
     }
 
     fn write_close(&mut self, buf: &mut [u8], code: CloseCode, reason: &str) -> Option<usize> {
-        let pn = self.next_pn.min(MAX_PACKET_NUMBER);
-        self.next_pn += 1;
+        let pn = self.pns.take()?;
         let mut w = Writer::new(buf);
         self.header(PacketType::Close, 0, pn).encode(&mut w).ok()?;
         Close::encode(code, reason, &mut w).ok()?;
@@ -367,5 +366,59 @@ impl Sender {
             return true;
         }
         self.object_done[0] && !self.have_pending && self.cursor < self.data_end
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::SenderEvent;
+    use crate::manifest::{Entry, Manifest};
+    use crate::pn::PacketNumbers;
+    use crate::wire::{parse, MAX_PACKET_NUMBER};
+    use crate::RateConfig;
+
+    struct Zeros;
+    impl Source for Zeros {
+        fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
+            buf.fill(0);
+            Ok(())
+        }
+    }
+
+    /// At the end of the packet number space the sender fails instead of repeating a number
+    /// (two allocators used to saturate at the maximum and send it again — with packet
+    /// protection, a repeated nonce). Its CLOSE has no number left and is not sent.
+    #[test]
+    fn the_end_of_the_packet_numbers_fails_closed() {
+        let m = Manifest::new(vec![Entry::file("a", 1 << 20)]);
+        let cfg = crate::SenderConfig::new(RateConfig::fixed(1_000_000_000));
+        let mut s = Sender::new(cfg, 1, &m, Instant::ZERO).unwrap();
+        s.pns = PacketNumbers::starting_at(MAX_PACKET_NUMBER - 2);
+        let mut buf = vec![0u8; 1472];
+        let mut seen = Vec::new();
+        for ms in 0..50 {
+            let now = Instant::from_millis(ms * 300);
+            s.handle_timeout(now);
+            while let Some(t) = s.poll_transmit(now, &mut buf, &mut Zeros) {
+                seen.push(parse(&buf[..t.segment_size]).unwrap().header.pn);
+            }
+        }
+        assert_eq!(
+            seen,
+            [
+                MAX_PACKET_NUMBER - 2,
+                MAX_PACKET_NUMBER - 1,
+                MAX_PACKET_NUMBER
+            ]
+        );
+        let events: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, SenderEvent::Failed(SessionError::PacketNumbersExhausted))),
+            "{events:?}"
+        );
+        assert!(s.is_closed());
     }
 }
