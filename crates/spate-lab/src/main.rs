@@ -1,5 +1,6 @@
 //! `spate-lab`: Spate's laboratory. See `spate-lab --help`.
 
+mod aead_cmd;
 mod bench;
 mod grid_cmd;
 mod plot;
@@ -25,6 +26,10 @@ enum Command {
     /// between network namespaces when root).
     BenchIo(bench::BenchArgs),
     TestVectors(vectors_cmd::VectorsArgs),
+    /// Measure how fast this machine seals and opens packets with AES-256-GCM and
+    /// ChaCha20-Poly1305 (ring), on one core and on all: the crypto limit of encrypted
+    /// transfers.
+    BenchAead(aead_cmd::AeadArgs),
     /// One end of a bench-io measurement (started by bench-io itself).
     #[command(hide = true)]
     BenchEnd(bench::EndArgs),
@@ -38,6 +43,7 @@ fn main() {
         Command::BenchIo(a) => bench::run(a),
         Command::BenchEnd(a) => bench::run_end(a),
         Command::TestVectors(a) => vectors_cmd::run(a),
+        Command::BenchAead(a) => aead_cmd::run(a),
     };
     if let Err(e) = res {
         eprintln!("spate-lab: error: {e:#}");
