@@ -29,6 +29,7 @@ pub mod clock;
 pub mod confine;
 pub mod demo;
 pub mod journal;
+pub mod keys;
 pub mod noise;
 pub mod progress;
 pub mod random;

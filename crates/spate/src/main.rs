@@ -76,6 +76,27 @@ enum Command {
     ///   spate send -r photos/ server:incoming      # writes incoming/photos/...
     #[command(verbatim_doc_comment)]
     Send(SendArgs),
+    /// Create an identity: an X25519 key pair for authenticated sessions.
+    ///
+    /// Writes the private key (mode 0600) to $XDG_CONFIG_HOME/spate/id_x25519 (else
+    /// ~/.config/spate/id_x25519) or --out, and the public key beside it as NAME.pub, one line
+    /// to copy into a server's authorized_keys. Prints the public key and its fingerprint.
+    /// Note: this version of the protocol does not use keys yet; the authenticated handshake
+    /// that does is being built (docs/security.md).
+    Keygen {
+        /// Where to write the private key.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Comment for the public key line (default: USER@HOSTNAME).
+        #[arg(long)]
+        comment: Option<String>,
+        /// Replace an existing key (whoever trusts the old one will refuse the new one).
+        #[arg(long)]
+        force: bool,
+        /// Show the existing identity instead of creating one.
+        #[arg(long)]
+        show: bool,
+    },
     /// Demonstrate a transfer over an emulated long, lossy link (no network or root needed).
     ///
     /// Starts a receiver, a user-space impaired link and a sender in this process over
@@ -243,6 +264,12 @@ fn run(cli: Cli) -> Result<()> {
             serve(listen, &root, discard, limits)
         }
         Command::Send(a) => send_cmd(&a),
+        Command::Keygen {
+            out,
+            comment,
+            force,
+            show,
+        } => keygen(out, comment, force, show),
         Command::Demo {
             size,
             link,
@@ -397,5 +424,35 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
     } else if !a.quiet {
         eprintln!("{}", report.summary());
     }
+    Ok(())
+}
+
+fn keygen(out: Option<PathBuf>, comment: Option<String>, force: bool, show: bool) -> Result<()> {
+    use spate::keys::{default_identity, public_path, Identity};
+    let path = match out {
+        Some(p) => p,
+        None => default_identity()?,
+    };
+    let id = if show {
+        Identity::load(&path)?
+    } else {
+        let comment = comment.unwrap_or_else(|| {
+            let user = std::env::var("USER").unwrap_or_else(|_| "spate".into());
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .unwrap_or_default();
+            format!("{user}@{host}")
+        });
+        let id = Identity::generate()?;
+        id.save(&path, &comment, force)?;
+        eprintln!("spate keygen: private key {} (mode 0600)", path.display());
+        eprintln!(
+            "spate keygen: public key  {} (add this line to a server's authorized_keys)",
+            public_path(&path).display()
+        );
+        id
+    };
+    println!("{}", id.public.line());
+    println!("fingerprint {}", id.public.fingerprint());
     Ok(())
 }
