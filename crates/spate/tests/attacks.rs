@@ -16,6 +16,14 @@ use std::time::{Duration, Instant};
 use common::{free_port, run_bounded, serve_with, Serve, SPATE};
 use spate_proto::{Entry, Manifest, RateConfig, Sender, SenderConfig, Source};
 
+/// The tests of this file run one at a time: the flood test measures transfer times, which
+/// the other attacks (64 hostile sessions, a paced 24 MiB transfer) would disturb.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 struct Zeros;
 impl Source for Zeros {
     fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
@@ -75,6 +83,7 @@ fn at(s: &Serve, dest: &str) -> String {
 /// only 2 slots, leave a real transfer unaffected and create nothing.
 #[test]
 fn spoofed_hellos_do_not_take_the_slots() {
+    let _serial = serial();
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     fs::create_dir(&root).unwrap();
@@ -105,6 +114,7 @@ fn spoofed_hellos_do_not_take_the_slots() {
 /// same drew 159× (50 HAVEs of 2 KB) and made the server re-hash the partial file each time.
 #[test]
 fn a_spoofed_address_gets_at_most_three_times_what_was_sent() {
+    let _serial = serial();
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     fs::create_dir(&root).unwrap();
@@ -152,6 +162,7 @@ fn a_spoofed_address_gets_at_most_three_times_what_was_sent() {
 /// completes, and the intruder is refused.
 #[test]
 fn a_resume_from_elsewhere_does_not_end_a_transfer() {
+    let _serial = serial();
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     fs::create_dir(&root).unwrap();
@@ -185,6 +196,7 @@ fn a_resume_from_elsewhere_does_not_end_a_transfer() {
 /// Finding 9: refusals name paths relative to the root, never the server's absolute path.
 #[test]
 fn refusals_do_not_reveal_the_root() {
+    let _serial = serial();
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("secret-root-name");
     fs::create_dir_all(root.join("d")).unwrap();
@@ -242,6 +254,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// not how fast this machine is.
 #[test]
 fn a_flood_neither_corrupts_nor_slows_transfers() {
+    let _serial = serial();
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     fs::create_dir(&root).unwrap();
@@ -408,6 +421,7 @@ fn memory_kib(pid: u32) -> (u64, u64) {
 /// derives the bound); before, one such claim cost ~530 MiB and a 2^55-byte claim aborted it.
 #[test]
 fn sixty_four_hostile_sessions_hold_bounded_memory() {
+    let _serial = serial();
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     fs::create_dir(&root).unwrap();
