@@ -480,9 +480,9 @@ fn sixty_four_hostile_sessions_hold_bounded_memory() {
 
 /// Finding 6: one manifest of 1 000 000 entries created its directories on the network
 /// thread (14 s) and a concurrent 16 MiB send took 20.5 s instead of 4.4 s. Now directories
-/// are created on the writer pool: a manifest of 100 000 directories (the default
-/// --max-entries) does not slow a concurrent paced transfer by more than 20 %, and the
-/// directories are all created.
+/// are created on the writer pool: a manifest of 20 000 directories (~4 s of mkdir on this
+/// VM's ext4, ~200 µs each in the kernel) does not slow a concurrent paced transfer by more
+/// than 20 %, and the directories are all created.
 #[test]
 fn a_huge_manifest_does_not_stall_other_transfers() {
     let _serial = serial();
@@ -510,7 +510,7 @@ fn a_huge_manifest_does_not_stall_other_transfers() {
         secs
     };
     let base = median((0..3).map(|i| run(&format!("base{i}/"))).collect());
-    let dirs: Vec<Entry> = (0..100_000)
+    let dirs: Vec<Entry> = (0..20_000)
         .map(|i| Entry {
             kind: spate_proto::EntryKind::Directory,
             ..Entry::file(format!("d{i:06}"), 0)
@@ -534,16 +534,16 @@ fn a_huge_manifest_does_not_stall_other_transfers() {
     let during = median((0..3).map(|i| run(&format!("during{i}/"))).collect());
     big.join().unwrap();
     eprintln!("big sender ended after {:?}", t0.elapsed());
-    eprintln!("16 MiB paced transfer: {base:.2} s alone, {during:.2} s beside 100 000 directories");
+    eprintln!("16 MiB paced transfer: {base:.2} s alone, {during:.2} s beside 20 000 directories");
     assert!(during <= 1.2 * base, "{during:.2} s vs {base:.2} s");
     let end = Instant::now() + Duration::from_secs(60);
     let created = loop {
         let n = fs::read_dir(root.join("many")).map_or(0, |d| d.count());
-        if n == 100_000 || Instant::now() > end {
+        if n == 20_000 || Instant::now() > end {
             break n;
         }
         std::thread::sleep(Duration::from_millis(200));
     };
     let log: Vec<String> = s.log.try_iter().collect();
-    assert_eq!(created, 100_000, "{log:?}");
+    assert_eq!(created, 20_000, "{log:?}");
 }
