@@ -243,6 +243,50 @@ fn flood(server: SocketAddr, stop: &AtomicBool, per_second: u32) -> u64 {
     n
 }
 
+/// A server and a 16 MiB file sent to it paced at 200 Mbit/s: a transfer whose time measures
+/// whether the server keeps up, not how fast this machine is.
+struct Paced {
+    t: tempfile::TempDir,
+    root: std::path::PathBuf,
+    s: Serve,
+    data: Vec<u8>,
+}
+
+impl Paced {
+    fn new(seed: u64) -> Paced {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        fs::create_dir(&root).unwrap();
+        let s = serve_with(&root, free_port(), &[]);
+        let data = spate::noise::bytes(seed, 16 << 20);
+        fs::write(t.path().join("f.bin"), &data).unwrap();
+        Paced { t, root, s, data }
+    }
+
+    fn server(&self) -> SocketAddr {
+        format!("127.0.0.1:{}", self.s.port).parse().unwrap()
+    }
+
+    /// Send the file into `dest/`, check it arrived byte-exact; seconds taken.
+    fn run(&self, dest: &str) -> f64 {
+        let args = [
+            "--policy",
+            "fixed",
+            "--rate",
+            "200M",
+            "f.bin",
+            &at(&self.s, dest),
+        ];
+        let (ok, err, secs) = send(self.t.path(), &args);
+        assert!(ok, "{err}");
+        assert_eq!(
+            fs::read(self.root.join(dest).join("f.bin")).unwrap(),
+            self.data
+        );
+        secs
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -255,29 +299,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[test]
 fn a_flood_neither_corrupts_nor_slows_transfers() {
     let _serial = serial();
-    let t = tempfile::tempdir().unwrap();
-    let root = t.path().join("root");
-    fs::create_dir(&root).unwrap();
-    let s = serve_with(&root, free_port(), &[]);
-    let server: SocketAddr = format!("127.0.0.1:{}", s.port).parse().unwrap();
-    let data = spate::noise::bytes(11, 16 << 20);
-    fs::write(t.path().join("f.bin"), &data).unwrap();
-    let run = |dest: &str| {
-        let (ok, err, secs) = send(
-            t.path(),
-            &[
-                "--policy",
-                "fixed",
-                "--rate",
-                "200M",
-                "f.bin",
-                &at(&s, dest),
-            ],
-        );
-        assert!(ok, "{err}");
-        assert_eq!(fs::read(root.join(dest).join("f.bin")).unwrap(), data);
-        secs
-    };
+    let p = Paced::new(11);
+    let (server, run, root) = (p.server(), |dest: &str| p.run(dest), &p.root);
     let base: Vec<f64> = (0..3).map(|i| run(&format!("base{i}/"))).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let flooder = {
@@ -486,29 +509,8 @@ fn sixty_four_hostile_sessions_hold_bounded_memory() {
 #[test]
 fn a_huge_manifest_does_not_stall_other_transfers() {
     let _serial = serial();
-    let t = tempfile::tempdir().unwrap();
-    let root = t.path().join("root");
-    fs::create_dir(&root).unwrap();
-    let s = serve_with(&root, free_port(), &[]);
-    let server: SocketAddr = format!("127.0.0.1:{}", s.port).parse().unwrap();
-    let data = spate::noise::bytes(12, 16 << 20);
-    fs::write(t.path().join("f.bin"), &data).unwrap();
-    let run = |dest: &str| {
-        let (ok, err, secs) = send(
-            t.path(),
-            &[
-                "--policy",
-                "fixed",
-                "--rate",
-                "200M",
-                "f.bin",
-                &at(&s, dest),
-            ],
-        );
-        assert!(ok, "{err}");
-        assert_eq!(fs::read(root.join(dest).join("f.bin")).unwrap(), data);
-        secs
-    };
+    let p = Paced::new(12);
+    let (server, run, root) = (p.server(), |dest: &str| p.run(dest), &p.root);
     let base = median((0..3).map(|i| run(&format!("base{i}/"))).collect());
     let dirs: Vec<Entry> = (0..20_000)
         .map(|i| Entry {
@@ -544,6 +546,6 @@ fn a_huge_manifest_does_not_stall_other_transfers() {
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    let log: Vec<String> = s.log.try_iter().collect();
+    let log: Vec<String> = p.s.log.try_iter().collect();
     assert_eq!(created, 20_000, "{log:?}");
 }
