@@ -326,7 +326,7 @@ fn a_flood_neither_corrupts_nor_slows_transfers() {
         after <= 1.2 * b,
         "slowed after the flood: {after:.2} s vs {b:.2} s"
     );
-    let entries: Vec<_> = fs::read_dir(&root)
+    let entries: Vec<_> = fs::read_dir(root)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
