@@ -55,6 +55,7 @@ pub use event::{DropReason, ReceiverEvent, SenderEvent, SessionError};
 pub use manifest::{Entry, EntryKind, Manifest};
 pub use receiver::{DataChunk, Receiver, ReceiverStats, AMPLIFICATION_FACTOR};
 pub use sender::{
-    Sender, SenderStats, Source, Transmit, MAX_PROBE_INTERVAL, REQUEST_PACKETS, REQUEST_SPACING,
+    Sender, SenderStats, Source, Transmit, Zeros, MAX_PROBE_INTERVAL, REQUEST_PACKETS,
+    REQUEST_SPACING,
 };
 pub use time::Instant;

@@ -10,20 +10,12 @@ use proptest::prelude::*;
 use spate_proto::wire::{self, Packet, PacketType};
 use spate_proto::{
     Entry, Instant, Manifest, RateConfig, Receiver, ReceiverConfig, ReceiverEvent, Sender,
-    SenderConfig, Source, AMPLIFICATION_FACTOR,
+    SenderConfig, Zeros, AMPLIFICATION_FACTOR,
 };
 
 /// The token the receiver chose; the attacker does not know it (its ACCEPT went to the victim).
 const TOKEN: u64 = 0x0123_4567_89ab_cdef;
 const SESSION: u32 = 77;
-
-struct Zeros;
-impl Source for Zeros {
-    fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
-        buf.fill(0);
-        Ok(())
-    }
-}
 
 /// A sender's real HELLO (RESUME and VERIFY set) for `entries` files.
 fn hello(entries: usize) -> Vec<u8> {

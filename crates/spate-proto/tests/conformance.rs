@@ -6,19 +6,11 @@
 use spate_proto::wire::{self, CloseCode, Packet};
 use spate_proto::{
     Entry, EntryKind, Instant, Manifest, RateConfig, Receiver, ReceiverConfig, ReceiverEvent,
-    Sender, SenderConfig, Source,
+    Sender, SenderConfig, Zeros,
 };
 
 /// The receiver's address-validation token in these tests (spec §4.8).
 const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
-
-struct Zeros;
-impl Source for Zeros {
-    fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
-        buf.fill(0);
-        Ok(())
-    }
-}
 
 fn varint(v: u64) -> Vec<u8> {
     match v {

@@ -3,19 +3,11 @@
 
 use proptest::prelude::*;
 use spate_proto::{
-    Entry, Instant, Manifest, RateConfig, Receiver, ReceiverConfig, Sender, SenderConfig, Source,
+    Entry, Instant, Manifest, RateConfig, Receiver, ReceiverConfig, Sender, SenderConfig, Zeros,
 };
 
 /// The receiver's address-validation token in these tests (spec §4.8).
 const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
-
-struct Zeros;
-impl Source for Zeros {
-    fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
-        buf.fill(0);
-        Ok(())
-    }
-}
 
 /// A datagram with a valid version byte and the session's id, then arbitrary bytes.
 fn datagram(session: u32) -> impl Strategy<Value = Vec<u8>> {

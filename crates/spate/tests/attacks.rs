@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{free_port, run_bounded, serve_with, Serve, SPATE};
-use spate_proto::{Entry, Manifest, RateConfig, Sender, SenderConfig, Source};
+use spate_proto::{Entry, Manifest, RateConfig, Sender, SenderConfig, Zeros};
 
 /// The tests of this file run one at a time: the flood test measures transfer times, which
 /// the other attacks (64 hostile sessions, a paced 24 MiB transfer) would disturb.
@@ -22,14 +22,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-struct Zeros;
-impl Source for Zeros {
-    fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
-        buf.fill(0);
-        Ok(())
-    }
 }
 
 /// A socket on loopback address 127.a.b.c (any port).

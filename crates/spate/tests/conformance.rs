@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::{free_port, run_bounded, serve, SPATE};
 use spate_proto::wire::{self, CloseCode, Packet};
 use spate_proto::{
-    Entry, EntryKind, Manifest, RateConfig, Sender, SenderConfig, SenderEvent, Source,
+    Entry, EntryKind, Manifest, RateConfig, Sender, SenderConfig, SenderEvent, Zeros,
 };
 
 /// Each command gets this long; a hang fails the test instead of stalling it.
@@ -212,14 +212,6 @@ fn destinations_follow_scp() {
     // The same single file again over b.iso replaces it (a regular file, as scp does).
     send(&["src/e0", &at("b.iso")]);
     assert_eq!(fs::read(root.join("b.iso")).unwrap(), b"");
-}
-
-struct Zeros;
-impl Source for Zeros {
-    fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
-        buf.fill(0);
-        Ok(())
-    }
 }
 
 /// §4.1: a HELLO that arrives after its session ended (delayed in the network, or a sender

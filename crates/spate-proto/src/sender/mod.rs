@@ -61,6 +61,18 @@ pub trait Source {
     fn read(&mut self, object: u32, offset: u64, buf: &mut [u8]) -> Result<(), String>;
 }
 
+/// A [`Source`] whose objects are all zero bytes: for tests, fuzz targets and hand-driven
+/// senders whose file contents do not matter.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Zeros;
+
+impl Source for Zeros {
+    fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
+        buf.fill(0);
+        Ok(())
+    }
+}
+
 /// Datagrams written by [`Sender::poll_transmit`] or
 /// [`Receiver::poll_transmit`](crate::Receiver::poll_transmit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -376,15 +376,7 @@ mod tests {
     use crate::manifest::{Entry, Manifest};
     use crate::pn::PacketNumbers;
     use crate::wire::{parse, MAX_PACKET_NUMBER};
-    use crate::RateConfig;
-
-    struct Zeros;
-    impl Source for Zeros {
-        fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
-            buf.fill(0);
-            Ok(())
-        }
-    }
+    use crate::{RateConfig, Zeros};
 
     /// At the end of the packet number space the sender fails instead of repeating a number
     /// (two allocators used to saturate at the maximum and send it again — with packet
