@@ -136,6 +136,9 @@ impl Fields {
 /// The session ID of every packet vector: "SPAT" in ASCII.
 pub const SESSION: u32 = 0x5350_4154;
 
+/// The address-validation token of the example ACCEPT, echoed by the example PING (§4.8).
+pub const EXAMPLE_TOKEN: u64 = 0x5a17_e0c0_ffee_0001;
+
 /// The example manifest: Destination `in/`, a directory, a file below it, an empty file.
 pub fn example_manifest() -> Manifest {
     use crate::manifest::{Entry, EntryKind, Mtime};
@@ -285,7 +288,7 @@ pub fn all() -> Vec<Vector> {
         .put(
             "Token",
             "0x5a17e0c0ffee0001 (chosen at random by the receiver)",
-            0x5a17_e0c0_ffee_0001u64.to_be_bytes().to_vec(),
+            EXAMPLE_TOKEN.to_be_bytes().to_vec(),
         );
     v.push(Vector {
         name: "accept",
@@ -323,7 +326,7 @@ pub fn all() -> Vec<Vector> {
     f.header(PacketType::Ping, 0, "none", 7).put(
         "Token",
         "0x5a17e0c0ffee0001 (the ACCEPT's)",
-        0x5a17_e0c0_ffee_0001u64.to_be_bytes().to_vec(),
+        EXAMPLE_TOKEN.to_be_bytes().to_vec(),
     );
     v.push(Vector {
         name: "ping",

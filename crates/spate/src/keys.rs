@@ -65,12 +65,9 @@ impl PublicKey {
 
     /// Parse the base64 of a key.
     pub fn from_base64(s: &str) -> Result<PublicKey> {
-        let b = STANDARD
-            .decode(s)
-            .ok()
-            .and_then(|v| <[u8; 32]>::try_from(v).ok())
-            .with_context(|| format!("'{s}' is not a base64 Curve25519 key (32 bytes)"))?;
-        Ok(PublicKey(b))
+        decode_key(s)
+            .map(PublicKey)
+            .with_context(|| format!("'{s}' is not a base64 Curve25519 key (32 bytes)"))
     }
 }
 
@@ -171,12 +168,23 @@ impl Identity {
         let [PRIVATE_TAG, private, public] = parts.as_slice() else {
             bail!("'{}' is not a spate private key file", path.display());
         };
-        let private = PublicKey::from_base64(private)?.0;
+        let private = decode_key(private)
+            .with_context(|| format!("the private key in '{}'", path.display()))?;
         Ok(Identity {
             private,
             public: PublicKey::from_base64(public)?,
         })
     }
+}
+
+/// 32 key bytes from base64 (public or private). The error does not repeat the text: it may
+/// be a private key.
+fn decode_key(s: &str) -> Result<[u8; 32]> {
+    STANDARD
+        .decode(s)
+        .ok()
+        .and_then(|v| <[u8; 32]>::try_from(v).ok())
+        .context("not a base64 Curve25519 key (32 bytes)")
 }
 
 /// `KEY.pub` beside `KEY`.

@@ -73,21 +73,6 @@ pub struct SessionLog {
     pub error: Option<String>,
 }
 
-/// Counters of a server, for its operator and for tests.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ServerStats {
-    /// Half-open sessions evicted to make room for newer ones.
-    pub evicted: u64,
-    /// Half-open sessions that never validated within [`HALF_OPEN_FOR`].
-    pub expired: u64,
-    /// HELLOs ignored because their source had [`HALF_OPEN_PER_SOURCE`] half-open sessions.
-    pub ignored_hellos: u64,
-    /// Validated sessions refused because `--max-sessions` were busy.
-    pub refused_busy: u64,
-    /// DATA dropped because the session's writer was behind.
-    pub dropped_full: u64,
-}
-
 /// The receiver daemon: binds `listen` and serves into `root` until `stop` is set.
 pub struct Server {
     socket: Socket,
@@ -98,7 +83,6 @@ pub struct Server {
     admission: Admission,
     /// Root, writer pool, limits: what the sessions share.
     ctx: Ctx,
-    stats: ServerStats,
 }
 
 impl Server {
@@ -121,7 +105,6 @@ impl Server {
                 discard: false,
                 claimed: 0,
             },
-            stats: ServerStats::default(),
         })
     }
 
@@ -148,11 +131,6 @@ impl Server {
     /// [`Socket::small_buffer_note`]).
     pub fn buffer_note(&self) -> Option<String> {
         self.socket.small_buffer_note()
-    }
-
-    /// Counters so far.
-    pub fn stats(&self) -> ServerStats {
-        self.stats
     }
 
     /// Serve until `stop`; `log` is called when a session ends.
@@ -186,7 +164,6 @@ impl Server {
             }
             for (id, expired) in ended {
                 if expired {
-                    self.stats.expired += 1;
                     self.drop_session(id);
                 } else if let Some(s) = self.end_session(now, id) {
                     log(&s.log(now));
@@ -229,8 +206,6 @@ impl Server {
             if header.ty == PacketType::Data
                 && s.sink.as_ref().is_some_and(|k| !k.has_room(d.len()))
             {
-                s.dropped_full += 1;
-                self.stats.dropped_full += 1;
                 return;
             }
             // The peer's address changes only with a datagram the session accepts, and the
@@ -254,7 +229,6 @@ impl Server {
                 s.validated = true;
                 self.admission.left_half_open(s.peer.ip(), true);
                 if self.admission.validated > self.ctx.limits.max_sessions {
-                    self.stats.refused_busy += 1;
                     let msg = format!(
                         "refused: the receiver is busy ({} transfers in progress, serve \
                          --max-sessions); try again later",
@@ -275,13 +249,9 @@ impl Server {
         });
         match verdict {
             Verdict::Ended => return self.answer_ended(from, header.session),
-            Verdict::Ignore => {
-                self.stats.ignored_hellos += 1;
-                return;
-            }
+            Verdict::Ignore => return,
             Verdict::Open(evict) => {
                 if let Some(old) = evict {
-                    self.stats.evicted += 1;
                     self.drop_session(old);
                 }
             }

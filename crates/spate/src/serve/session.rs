@@ -40,8 +40,6 @@ pub(super) struct Session {
     pub targets: Vec<String>,
     /// Bytes this session claims (counted in [`Ctx::claimed`] while it runs).
     pub claimed: u64,
-    /// DATA dropped because the writer's queue was full (the sender sent it again).
-    pub dropped_full: u64,
     /// A resuming session whose manifest is ready: the server supersedes older sessions of
     /// the same sender writing the same files, then starts the writer.
     pub wants_writer: bool,
@@ -62,7 +60,6 @@ impl Session {
             complete_before_sink: Vec::new(),
             targets: Vec::new(),
             claimed: 0,
-            dropped_full: 0,
             wants_writer: false,
         }
     }
