@@ -126,3 +126,49 @@ fn a_have_naming_bytes_outside_the_manifest_is_dropped_whole() {
         .unwrap();
     assert_eq!(s.stats().resumed_bytes, 7);
 }
+
+/// A valid manifest with a destination, nested directories and a digest, encoded.
+fn encoded_manifest() -> Vec<u8> {
+    let mut f = Entry::file("d/f", 5);
+    f.digest = Some([3; 32]);
+    let m = Manifest {
+        destination: "in/".into(),
+        entries: vec![
+            Entry {
+                kind: spate_proto::EntryKind::Directory,
+                ..Entry::file("d", 0)
+            },
+            f,
+        ],
+    };
+    m.encode().unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    /// The manifest parser (§5.1, destination field included) never panics, and whatever it
+    /// accepts — from arbitrary bytes or from a valid manifest with bytes flipped, cut or
+    /// added — passes every rule of §5.2, so the receiver only ever acts on a valid manifest.
+    #[test]
+    fn manifest_decode_survives_garbage_and_accepts_only_valid(
+        garbage in prop::collection::vec(any::<u8>(), 0..400),
+        flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        if let Ok(m) = Manifest::decode(&garbage) {
+            prop_assert!(m.validate().is_ok());
+        }
+        let mut b = encoded_manifest();
+        for (i, x) in &flips {
+            let i = i.index(b.len());
+            b[i] ^= x;
+        }
+        let n = cut.index(b.len() + 1);
+        for bytes in [&b[..n], &b[..]] {
+            if let Ok(m) = Manifest::decode(bytes) {
+                prop_assert!(m.validate().is_ok(), "{m:?}");
+            }
+        }
+    }
+}
