@@ -7,6 +7,32 @@ use crate::cc::RateConfig;
 /// Default datagram size: UDP payload that fits a 1500-byte Ethernet MTU over IPv4.
 pub const DEFAULT_MAX_DATAGRAM: u16 = 1472;
 
+/// Bytes the packet protection of `docs/spec.md` §9 adds around the packets a session writes.
+/// Zero (the default) for unprotected sessions, as the simulator runs them; a
+/// [`secure`](crate::secure) endpoint sets [`Overhead::SEALED`].
+///
+/// The session keeps its datagram size in wire bytes and leaves the room itself: it ends every
+/// packet but HELLO with `tag` bytes for the authentication tag (sealed in place, so a GSO batch
+/// keeps its stride), and writes a HELLO `hello` bytes shorter than the datagram, for the
+/// handshake message that carries it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Overhead {
+    /// Bytes after every packet except HELLO.
+    pub tag: usize,
+    /// Bytes a HELLO's datagram holds besides the packet.
+    pub hello: usize,
+}
+
+impl Overhead {
+    /// No protection.
+    pub const NONE: Overhead = Overhead { tag: 0, hello: 0 };
+    /// The overhead of spec §9: a 16-byte tag, and a HELLO inside a Noise IK first message.
+    pub const SEALED: Overhead = Overhead {
+        tag: crate::secure::TAG_LEN,
+        hello: crate::secure::HELLO_OVERHEAD,
+    };
+}
+
 /// Settings of a sending session.
 #[derive(Debug, Clone)]
 pub struct SenderConfig {
@@ -39,6 +65,10 @@ pub struct SenderConfig {
     /// on a veth pair, one core sent 24–27 Gbit/s in full 44-datagram batches, 17–25 in the
     /// batches pacing happened to leave (31 datagrams on average).
     pub batch: usize,
+    /// The packet cipher the HELLO announces (spec §9.4); 0 for unprotected sessions.
+    pub cipher: u8,
+    /// Room left for packet protection; set by [`secure`](crate::secure).
+    pub overhead: Overhead,
 }
 
 impl SenderConfig {
@@ -54,6 +84,8 @@ impl SenderConfig {
             verify: false,
             resume: false,
             batch: 1,
+            cipher: 0,
+            overhead: Overhead::NONE,
         }
     }
 }
@@ -74,6 +106,8 @@ pub struct ReceiverConfig {
     /// then answers [`Receiver::wants_resume`](crate::Receiver::wants_resume) with
     /// [`Receiver::resume`](crate::Receiver::resume) once the manifest is known.
     pub resume: bool,
+    /// Room left for packet protection; set by [`secure`](crate::secure).
+    pub overhead: Overhead,
 }
 
 impl Default for ReceiverConfig {
@@ -83,6 +117,7 @@ impl Default for ReceiverConfig {
             idle_timeout: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(60),
             resume: false,
+            overhead: Overhead::NONE,
         }
     }
 }

@@ -75,6 +75,16 @@ pub enum SessionError {
     /// The packet number space is exhausted (2^48 packets).
     #[error("packet numbers exhausted")]
     PacketNumbersExhausted,
+    /// The handshake could not be made (spec §9.2).
+    #[error("handshake failed: {0}")]
+    Handshake(String),
+    /// The server answered with a static key other than the one this client expected
+    /// (spec §9.6): its key changed, or someone is in the middle.
+    #[error("the server's key is not the one expected")]
+    ServerKeyMismatch {
+        /// The key the answer offered (unauthenticated).
+        offered: [u8; 32],
+    },
 }
 
 /// Why one incoming datagram was dropped. Dropping never changes session state.
@@ -102,4 +112,10 @@ pub enum DropReason {
     /// The session is closed.
     #[error("session closed")]
     Closed,
+    /// It did not open under the session's keys: forged, altered or truncated (spec §9.4).
+    #[error("not authentic")]
+    NotAuthentic,
+    /// Its packet number was opened before, or is older than the replay window (spec §9.4).
+    #[error("replayed")]
+    Replayed,
 }

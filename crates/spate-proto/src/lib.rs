@@ -22,6 +22,7 @@
 //! | [`recovery`] | RTT, the sent-packet ledger, time-based loss detection, reordering window |
 //! | [`pacer`], [`cc`] | when packets leave: pacing and rate controllers |
 //! | [`Sender`], [`Receiver`] | the two ends of a session |
+//! | [`secure`] | the handshake and packet protection around them (§9) |
 //! | [`vectors`] | byte-exact test vectors for other implementations (`docs/test-vectors/`) |
 //!
 //! ## Driving a session
@@ -44,6 +45,7 @@ pub mod pn;
 pub mod ranges;
 mod receiver;
 pub mod recovery;
+pub mod secure;
 mod sender;
 pub mod time;
 pub mod vectors;

@@ -29,6 +29,7 @@ use crate::manifest::{EntryKind, Manifest, MAX_MANIFEST_BYTES};
 use crate::pn::PacketNumbers;
 use crate::ranges::RangeSet;
 use crate::time::Instant;
+use crate::config::Overhead;
 use crate::wire::{self, CloseCode, Data, Hello, Packet, CIPHER_NONE};
 
 /// New object bytes in the datagram just handled, to be written by the caller.
@@ -142,11 +143,12 @@ impl Receiver {
         datagram: &mut [u8],
         token: u64,
     ) -> Result<Receiver, DropReason> {
-        if datagram.len() < wire::MIN_DATAGRAM {
+        // The datagram's length: this packet and the handshake message around it (spec §9).
+        let len = datagram.len() + cfg.overhead.hello;
+        if len < wire::MIN_DATAGRAM {
             // Anything we sent would be an amplification toward an unproven address.
             return Err(DropReason::Unexpected("HELLO shorter than 1232 bytes"));
         }
-        let len = datagram.len();
         let header = wire::Header::decode(&mut crate::codec::Reader::new(datagram))?;
         let refusing = |reason: &str| {
             let mut r = Receiver::new(cfg.clone(), header.session, now, &Hello::placeholder());
@@ -230,7 +232,14 @@ impl Receiver {
             stats: ReceiverStats::default(),
             cfg,
         };
-        if hello.cipher != CIPHER_NONE {
+        // §9.4: an unprotected session has cipher 0; a protected one names a packet cipher.
+        let protected = r.cfg.overhead != Overhead::NONE;
+        let cipher_ok = if protected {
+            crate::secure::Cipher::from_u8(hello.cipher).is_some()
+        } else {
+            hello.cipher == CIPHER_NONE
+        };
+        if !cipher_ok {
             r.refuse(
                 CloseCode::Unsupported,
                 &format!("cipher {} is not supported", hello.cipher),
@@ -334,7 +343,7 @@ impl Receiver {
         datagram: &mut [u8],
     ) -> Result<Option<DataChunk>, DropReason> {
         // §4.8: everything received counts toward what may be sent before validation.
-        self.validation.bytes_in += datagram.len() as u64;
+        self.validation.bytes_in += (datagram.len() + self.cfg.overhead.tag) as u64;
         let res = self.handle_inner(now, datagram);
         if res.is_err() {
             self.stats.dropped_packets += 1;
@@ -424,7 +433,8 @@ impl Receiver {
             return Err(oob);
         }
         self.stats.data_packets_received += 1;
-        self.bytes_received += len as u64;
+        // Datagram bytes, as the sender counted them: the tag too (spec §4.5, §9).
+        self.bytes_received += (len + self.cfg.overhead.tag) as u64;
         if !self.on_packet(now, pn, d.flags.probe) {
             return Ok(None);
         }

@@ -65,6 +65,10 @@ impl Receiver {
         } else {
             return None;
         };
+        // Room for the protection's tag (spec §9), which sealing writes in place.
+        let end = len + self.cfg.overhead.tag;
+        buf.get_mut(len..end)?.fill(0);
+        let len = end;
         if !self.may_send(len) {
             return None;
         }
@@ -196,7 +200,7 @@ impl Receiver {
         };
         let floor = self.report_floor();
         let h = self.header(PacketType::Feedback, repr.flags.bits())?;
-        let room = buf.len().min(self.datagram);
+        let room = buf.len().min(self.datagram) - self.cfg.overhead.tag;
         let mut w = Writer::new(&mut buf[..room]);
         h.encode(&mut w).ok()?;
         let ranges = self

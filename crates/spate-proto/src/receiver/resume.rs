@@ -142,7 +142,7 @@ impl Receiver {
             }
             o += 1;
         }
-        let room = self.datagram - HEADER_LEN - 8;
+        let room = self.datagram - HEADER_LEN - 8 - self.cfg.overhead.tag;
         let size = |es: &[HaveEntry]| {
             let mut prev = 0;
             es.iter()

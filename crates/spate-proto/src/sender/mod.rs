@@ -326,6 +326,23 @@ impl Sender {
         }
     }
 
+    /// End the session with `err`, a failure found outside the session (packet protection:
+    /// a server key mismatch, a failed handshake).
+    pub fn abort(&mut self, err: SessionError) {
+        if self.phase != Phase::Ended {
+            let msg = err.to_string();
+            self.fail(err, CloseCode::Application, &msg);
+        }
+    }
+
+    /// Send the HELLO again at once (the server asked for a RETRY token, spec §9.5). The
+    /// repeat makes the exchange ambiguous, so it yields no RTT sample.
+    pub fn repeat_hello(&mut self, now: Instant) {
+        if self.phase == Phase::Handshake {
+            self.hello_due = now;
+        }
+    }
+
     /// Process one datagram from the receiver. An `Err` means the datagram was dropped; the
     /// session is unchanged (log it, rate-limited, and carry on).
     pub fn handle_datagram(&mut self, now: Instant, datagram: &mut [u8]) -> Result<(), DropReason> {
@@ -499,7 +516,7 @@ impl Sender {
 
     /// Object bytes per DATA packet at the current datagram size.
     fn chunk_payload(&self) -> u64 {
-        (self.datagram - wire::DATA_OVERHEAD) as u64
+        (self.datagram - wire::DATA_OVERHEAD - self.cfg.overhead.tag) as u64
     }
 
     fn fail(&mut self, err: SessionError, code: CloseCode, reason: &str) {

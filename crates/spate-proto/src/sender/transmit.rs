@@ -25,7 +25,7 @@ use crate::event::SessionError;
 use crate::recovery::{Chunk, SentKind};
 use crate::time::Instant;
 use crate::wire::{
-    Close, CloseCode, Data, DataFlags, Header, Hello, PacketType, Ping, CIPHER_NONE, DATA_OVERHEAD,
+    Close, CloseCode, Data, DataFlags, Header, Hello, PacketType, Ping, DATA_OVERHEAD,
     HEADER_LEN, HELLO_RESUME, HELLO_VERIFY, IP_UDP_OVERHEAD,
 };
 
@@ -126,14 +126,29 @@ impl Sender {
     /// Manifest bytes that fit in a HELLO of `self.datagram` bytes.
     pub(super) fn hello_prefix_len(&self) -> usize {
         let probe = self.hello(&self.manifest_bytes);
-        let room = self.datagram.saturating_sub(HEADER_LEN + probe.fixed_len());
+        let room = self
+            .hello_len()
+            .saturating_sub(HEADER_LEN + probe.fixed_len());
         room.min(self.manifest_bytes.len())
+    }
+
+    /// Bytes of the HELLO packet: the datagram, less what its protection wraps around it.
+    fn hello_len(&self) -> usize {
+        self.datagram - self.cfg.overhead.hello
+    }
+
+    /// Leave the protection's room for the tag after a packet of `len` bytes written at the
+    /// start of `buf` (zeros, which sealing overwrites); the packet's datagram length.
+    fn tag_room(&self, buf: &mut [u8], len: usize) -> Option<usize> {
+        let end = len + self.cfg.overhead.tag;
+        buf.get_mut(len..end)?.fill(0);
+        Some(end)
     }
 
     fn hello<'a>(&self, prefix: &'a [u8]) -> Hello<'a> {
         Hello {
             max_datagram: self.datagram as u16,
-            cipher: CIPHER_NONE,
+            cipher: self.cfg.cipher,
             feedback_interval_us: (self.cfg.feedback_interval.as_micros() as u64)
                 .clamp(1, 1_000_000),
             idle_timeout_ms: (self.cfg.idle_timeout.as_millis() as u64).max(1),
@@ -152,7 +167,7 @@ impl Sender {
         self.header(PacketType::Hello, flags, pn)
             .encode(&mut w)
             .ok()?;
-        hello.encode(&mut w, self.datagram).ok()?;
+        hello.encode(&mut w, self.hello_len()).ok()?;
         let len = w.len();
         if self.hellos_sent == 0 {
             self.first_hello_at = now;
@@ -167,7 +182,7 @@ impl Sender {
             super::MAX_PROBE_INTERVAL
         };
         self.hello_due = now + wait;
-        self.record(now, pn, len, SentKind::Control);
+        self.record(now, pn, len + self.cfg.overhead.hello, SentKind::Control);
         Some(len)
     }
 
@@ -176,9 +191,11 @@ impl Sender {
         let mut w = Writer::new(buf);
         self.header(PacketType::Close, 0, pn).encode(&mut w).ok()?;
         Close::encode(code, reason, &mut w).ok()?;
+        let len = w.len();
+        let len = self.tag_room(buf, len)?;
         self.stats.packets_sent += 1;
-        self.stats.bytes_sent += w.len() as u64;
-        Some(w.len())
+        self.stats.bytes_sent += len as u64;
+        Some(len)
     }
 
     fn write_probe(
@@ -214,6 +231,7 @@ impl Sender {
         self.header(PacketType::Ping, 0, pn).encode(&mut w).ok()?;
         Ping { token: self.token }.encode(&mut w).ok()?;
         let len = w.len();
+        let len = self.tag_room(buf, len)?;
         self.record(now, pn, len, SentKind::Control);
         Some(len)
     }
@@ -317,7 +335,7 @@ impl Sender {
         chunk: Chunk,
         flags: DataFlags,
     ) -> Option<usize> {
-        let total = DATA_OVERHEAD + chunk.len as usize;
+        let total = DATA_OVERHEAD + chunk.len as usize + self.cfg.overhead.tag;
         if buf.len() < total {
             return None;
         }
@@ -341,6 +359,7 @@ impl Sender {
             self.fail(err, CloseCode::Application, &msg);
             return None;
         }
+        self.tag_room(buf, total - self.cfg.overhead.tag)?;
         self.stats.data_packets_sent += 1;
         if flags.retransmission {
             self.stats.retransmitted_packets += 1;

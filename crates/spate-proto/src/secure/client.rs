@@ -1,0 +1,341 @@
+//! The client side of packet protection: a [`Sender`] behind the handshake and the seal
+//! (`docs/spec.md` §9).
+//!
+//! Outgoing, the session's packets pass through [`SecureSender::poll_transmit`]: the first
+//! HELLO becomes Noise message 1 inside the HELLO datagram, built once — every repeat sends the
+//! same bytes (a fresh message per repeat would make the server run a fresh handshake); every
+//! other packet is sealed in place. Incoming, [`SecureSender::handle_datagram`] is the one
+//! open point: the ACCEPT's message 2 (which yields the keys), RETRY and IDENTITY before it,
+//! sealed packets after it. Nothing the session sees was not authenticated, except a CLOSE in
+//! the clear during the handshake (a server that refuses before any key exists, §9.6).
+
+use std::collections::VecDeque;
+
+use snow::HandshakeState;
+
+use super::aead::Cipher;
+use super::handshake::{self, HandshakeError};
+use super::replay::ReplayWindow;
+use super::schedule::{OpenKeys, SealKeys};
+use super::{types, AUTH_LEN, INTEGRITY_LIMIT, KEY_LEN, RETRY_TOKEN_LEN};
+use crate::config::{Overhead, SenderConfig};
+use crate::event::{DropReason, SenderEvent, SessionError};
+use crate::manifest::{Manifest, ManifestError};
+use crate::sender::{Sender, Source, Transmit};
+use crate::time::Instant;
+use crate::wire::{CloseCode, Header, PacketType, HEADER_LEN, VERSION};
+
+/// RETRYs a client follows per session (a forged one costs a repeat, not the session).
+const MAX_RETRIES: u32 = 3;
+
+/// What a client needs for a protected session.
+#[derive(Clone)]
+pub struct ClientParams {
+    /// The packet cipher to ask for.
+    pub cipher: Cipher,
+    /// The client's static private key (its identity).
+    pub local_private: [u8; KEY_LEN],
+    /// The server's static public key, as pinned or vouched for.
+    pub server_public: [u8; KEY_LEN],
+    /// An authorization token for servers that issue them (`spate serve --token`); zeros
+    /// otherwise.
+    pub auth: [u8; AUTH_LEN],
+    /// 32 bytes from a cryptographically secure random source, for the ephemeral key.
+    pub seed: [u8; 32],
+}
+
+/// Packets the protection dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SecureStats {
+    /// Did not open: forged, altered, truncated, or sealed with another key.
+    pub not_authentic: u64,
+    /// Opened before (a replay, or a network duplicate), or older than the window.
+    pub replayed: u64,
+}
+
+/// A [`Sender`] whose packets are protected.
+pub struct SecureSender {
+    inner: Sender,
+    cipher: Cipher,
+    server_public: [u8; KEY_LEN],
+    hs: Option<HandshakeState>,
+    /// The HELLO datagram, built from the session's first HELLO.
+    hello: Vec<u8>,
+    auth: [u8; AUTH_LEN],
+    seal: Option<SealKeys>,
+    open: Option<OpenKeys>,
+    replay: ReplayWindow,
+    retries: u32,
+    stats: SecureStats,
+    events: VecDeque<SenderEvent>,
+    payload: Vec<u8>,
+}
+
+impl SecureSender {
+    /// A protected session moving `manifest` (see [`Sender::new`]).
+    pub fn new(
+        mut cfg: SenderConfig,
+        session: u32,
+        manifest: &Manifest,
+        now: Instant,
+        params: ClientParams,
+    ) -> Result<SecureSender, ManifestError> {
+        cfg.overhead = Overhead::SEALED;
+        cfg.cipher = params.cipher as u8;
+        let inner = Sender::new(cfg, session, manifest, now)?;
+        let header = hello_header(session);
+        let hs = handshake::initiator(
+            &params.local_private,
+            &params.server_public,
+            &header,
+            params.seed,
+        )
+        .ok();
+        let mut s = SecureSender {
+            inner,
+            cipher: params.cipher,
+            server_public: params.server_public,
+            hs,
+            hello: Vec::new(),
+            auth: params.auth,
+            seal: None,
+            open: None,
+            replay: ReplayWindow::new(),
+            retries: 0,
+            stats: SecureStats::default(),
+            events: VecDeque::new(),
+            payload: Vec::new(),
+        };
+        if s.hs.is_none() {
+            s.inner.abort(SessionError::Handshake("invalid key".into()));
+        }
+        Ok(s)
+    }
+
+    /// The session inside.
+    pub fn inner(&self) -> &Sender {
+        &self.inner
+    }
+
+    /// The session inside, for what the wrapper does not change (closing, statistics).
+    pub fn inner_mut(&mut self) -> &mut Sender {
+        &mut self.inner
+    }
+
+    /// The packet cipher.
+    pub fn cipher(&self) -> Cipher {
+        self.cipher
+    }
+
+    /// Packets dropped by the protection.
+    pub fn secure_stats(&self) -> SecureStats {
+        self.stats
+    }
+
+    /// True once the handshake completed.
+    pub fn is_established(&self) -> bool {
+        self.seal.is_some()
+    }
+
+    /// See [`Sender::poll_event`].
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<SenderEvent> {
+        self.events.pop_front().or_else(|| self.inner.poll_event())
+    }
+
+    /// See [`Sender::poll_timeout`].
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.inner.poll_timeout()
+    }
+
+    /// See [`Sender::handle_timeout`].
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.inner.handle_timeout(now)
+    }
+
+    /// See [`Sender::is_closed`].
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// The session's next datagrams, protected (see [`Sender::poll_transmit`]).
+    #[must_use]
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut impl Source,
+    ) -> Option<Transmit> {
+        loop {
+            let t = self.inner.poll_transmit(now, buf, source)?;
+            if buf[1] & 0x0f == PacketType::Hello as u8 {
+                if self.hello.is_empty() && !self.build_hello(&buf[..t.len]) {
+                    continue;
+                }
+                let n = self.hello.len();
+                buf.get_mut(..n)?.copy_from_slice(&self.hello);
+                return Some(Transmit {
+                    len: n,
+                    segment_size: n,
+                });
+            }
+            let Some(seal) = self.seal.as_mut() else {
+                // No keys yet (a CLOSE during the handshake): nothing may leave unsealed.
+                continue;
+            };
+            let stride = t.segment_size.max(1);
+            for seg in buf[..t.len].chunks_mut(stride) {
+                seal.seal(packet_number(seg), seg);
+            }
+            return Some(t);
+        }
+    }
+
+    /// Wrap the session's first HELLO in Noise message 1 (§9.2).
+    fn build_hello(&mut self, inner: &[u8]) -> bool {
+        let Some(hs) = self.hs.as_mut() else {
+            return false;
+        };
+        let header = hello_header(self.inner.session_id());
+        let mut payload = self.auth.to_vec();
+        payload.extend_from_slice(inner);
+        let mut out = vec![0; HEADER_LEN + RETRY_TOKEN_LEN + payload.len() + 200];
+        out[..HEADER_LEN].copy_from_slice(&header);
+        match hs.write_message(&payload, &mut out[HEADER_LEN + RETRY_TOKEN_LEN..]) {
+            Ok(n) => {
+                out.truncate(HEADER_LEN + RETRY_TOKEN_LEN + n);
+                self.hello = out;
+                true
+            }
+            Err(e) => {
+                self.inner
+                    .abort(SessionError::Handshake(HandshakeError::from(e).to_string()));
+                false
+            }
+        }
+    }
+
+    /// Process one datagram from the server: the one open point (see [`Sender::handle_datagram`]).
+    pub fn handle_datagram(&mut self, now: Instant, datagram: &mut [u8]) -> Result<(), DropReason> {
+        if datagram.len() < HEADER_LEN || datagram[0] != VERSION {
+            return Err(DropReason::Unexpected("not a Spate v1 packet"));
+        }
+        let session = u32::from_be_bytes([datagram[2], datagram[3], datagram[4], datagram[5]]);
+        if session != self.inner.session_id() {
+            return Err(DropReason::WrongSession(session));
+        }
+        let ty = datagram[1] & 0x0f;
+        match ty {
+            t if t == PacketType::Accept as u8 => self.on_accept(now, datagram),
+            types::RETRY => self.on_retry(now, datagram),
+            types::IDENTITY => self.on_identity(datagram),
+            _ if self.open.is_some() => self.open_sealed(now, datagram),
+            t if t == PacketType::Close as u8 => {
+                // §9.6: before any key, a server can refuse only in the clear.
+                self.inner.handle_datagram(now, datagram)
+            }
+            _ => Err(DropReason::Unexpected("sealed packet before the handshake")),
+        }
+    }
+
+    fn on_accept(&mut self, now: Instant, datagram: &mut [u8]) -> Result<(), DropReason> {
+        let Some(hs) = self.hs.as_mut() else {
+            // A repeated ACCEPT (the server saw a repeated HELLO): the keys are set.
+            return Err(DropReason::Unexpected("repeated ACCEPT"));
+        };
+        self.payload.resize(datagram.len(), 0);
+        let n = match hs.read_message(&datagram[HEADER_LEN..], &mut self.payload) {
+            Ok(n) => n,
+            Err(_) => {
+                self.stats.not_authentic += 1;
+                return Err(DropReason::NotAuthentic);
+            }
+        };
+        let inner = &mut self.payload[..n];
+        // The packet inside must be this session's ACCEPT or CLOSE.
+        let ok = Header::peek(inner).is_ok_and(|h| {
+            h.session == self.inner.session_id()
+                && matches!(h.ty, PacketType::Accept | PacketType::Close)
+        });
+        if !ok {
+            self.stats.not_authentic += 1;
+            return Err(DropReason::Unexpected("handshake payload is not an ACCEPT"));
+        }
+        let (c2s, s2c) = handshake::split(hs);
+        self.hs = None;
+        self.seal = Some(SealKeys::new(self.cipher, c2s));
+        self.open = Some(OpenKeys::new(self.cipher, s2c));
+        self.replay.mark(packet_number(inner));
+        let mut inner = core::mem::take(&mut self.payload);
+        let res = self.inner.handle_datagram(now, &mut inner[..n]);
+        self.payload = inner;
+        res
+    }
+
+    fn on_retry(&mut self, now: Instant, datagram: &[u8]) -> Result<(), DropReason> {
+        if self.hs.is_none() || self.hello.is_empty() || self.retries >= MAX_RETRIES {
+            return Err(DropReason::Unexpected("RETRY"));
+        }
+        if datagram.len() != HEADER_LEN + RETRY_TOKEN_LEN {
+            return Err(DropReason::Unexpected("RETRY of the wrong length"));
+        }
+        self.retries += 1;
+        self.hello[HEADER_LEN..HEADER_LEN + RETRY_TOKEN_LEN]
+            .copy_from_slice(&datagram[HEADER_LEN..]);
+        self.inner.repeat_hello(now);
+        Ok(())
+    }
+
+    fn on_identity(&mut self, datagram: &[u8]) -> Result<(), DropReason> {
+        if self.hs.is_none() || datagram.len() != HEADER_LEN + KEY_LEN {
+            return Err(DropReason::Unexpected("IDENTITY"));
+        }
+        let mut offered = [0; KEY_LEN];
+        offered.copy_from_slice(&datagram[HEADER_LEN..]);
+        if offered == self.server_public {
+            // The server could not open our HELLO although its key is the one we used: the
+            // HELLO was damaged on the way. The repeat will do.
+            return Err(DropReason::Unexpected("IDENTITY with the expected key"));
+        }
+        // Unauthenticated, but this is what a changed server key looks like: say so now rather
+        // than time out. (A forger gains nothing it could not get by dropping our HELLOs.)
+        self.inner
+            .abort(SessionError::ServerKeyMismatch { offered });
+        Ok(())
+    }
+
+    fn open_sealed(&mut self, now: Instant, datagram: &mut [u8]) -> Result<(), DropReason> {
+        let pn = packet_number(datagram);
+        if !self.replay.is_fresh(pn) {
+            self.stats.replayed += 1;
+            return Err(DropReason::Replayed);
+        }
+        let open = self.open.as_mut().ok_or(DropReason::NotAuthentic)?;
+        let Some(n) = open.open(pn, datagram) else {
+            self.stats.not_authentic += 1;
+            if self.stats.not_authentic >= INTEGRITY_LIMIT {
+                self.inner.close(CloseCode::Application, "AEAD integrity limit reached");
+            }
+            return Err(DropReason::NotAuthentic);
+        };
+        self.replay.mark(pn);
+        self.inner.handle_datagram(now, &mut datagram[..n])
+    }
+}
+
+/// The HELLO's outer header (§9.2): type HELLO, no flags, packet number 0.
+fn hello_header(session: u32) -> [u8; HEADER_LEN] {
+    let mut h = [0; HEADER_LEN];
+    h[0] = VERSION;
+    h[1] = PacketType::Hello as u8;
+    h[2..6].copy_from_slice(&session.to_be_bytes());
+    h
+}
+
+/// The packet number of a packet at least a header long.
+pub(crate) fn packet_number(packet: &[u8]) -> u64 {
+    let mut b = [0; 8];
+    b[2..].copy_from_slice(&packet[6..HEADER_LEN]);
+    u64::from_be_bytes(b)
+}
