@@ -1,5 +1,5 @@
 //! `spate-lab bench-aead`: how fast this machine seals and opens Spate-sized packets with the
-//! AEADs packet protection will use (issue 15) — the crypto limit that encrypted transfers are
+//! AEADs packet protection uses (spec §9.4) — the crypto limit that encrypted transfers are
 //! measured against, in the same units as `bench-io` (Gbit/s of datagram payload).
 //!
 //! Each cipher seals (and then opens) packets of `--size` bytes in place with a 12-byte
@@ -32,7 +32,7 @@ pub struct AeadArgs {
 }
 
 /// Gbit/s of payload sealed and opened by `threads` threads for about `seconds`.
-fn measure(
+pub fn measure(
     alg: &'static ring::aead::Algorithm,
     size: usize,
     threads: usize,

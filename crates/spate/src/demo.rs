@@ -72,7 +72,10 @@ pub fn run(cfg: &DemoConfig) -> Result<DemoReport> {
     let file = src_dir.join("demo.bin");
     generate(&file, cfg.size).with_context(|| format!("cannot write {}", file.display()))?;
 
-    let mut server = Server::bind("127.0.0.1:0".parse()?, Root::new(&dst_dir)?)?;
+    // Encrypted like any transfer (spec §9): fresh keys for both ends, nothing written to the
+    // user's key files.
+    let (identity, access, security) = crate::access::in_process(crate::pin::default_cipher())?;
+    let mut server = Server::bind("127.0.0.1:0".parse()?, Root::new(&dst_dir)?, identity, access)?;
     let server_addr = server.local_addr();
     let stop = Arc::new(AtomicBool::new(false));
     let s = Arc::clone(&stop);
@@ -90,6 +93,7 @@ pub fn run(cfg: &DemoConfig) -> Result<DemoReport> {
             rate: cfg.rate,
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
+            security,
         },
         |s| bar.update(s),
     );

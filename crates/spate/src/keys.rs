@@ -1,4 +1,4 @@
-//! Identities: X25519 key pairs for the coming authenticated handshake (Noise, issue 15), the
+//! Identities: X25519 key pairs for the authenticated handshake (Noise IK, spec §9.2), the
 //! files they live in, and fingerprints people can compare.
 //!
 //! Formats (one line each, like OpenSSH's, so people can read, copy and `grep` them):
@@ -18,7 +18,7 @@
 //! `authorized_keys` options (comma-separated, before the key): `dir=SUBDIR` confines the key
 //! to that directory below the server's root; `send-only` lets it send files to the server
 //! but not fetch any; `get-only` the reverse. Keys are generated with the operating system's
-//! random source through `snow`, the Noise implementation the handshake will use.
+//! random source through `snow`, the Noise implementation the handshake uses.
 
 use std::fs;
 use std::io::Write;
@@ -270,24 +270,27 @@ pub enum HostKey {
     Changed { line: usize, expected: PublicKey },
 }
 
+/// The key `known_hosts` (its text) pins for `host`: the 1-based line and the key.
+pub fn lookup_known_host(text: &str, host: &str) -> Option<(usize, PublicKey)> {
+    text.lines().enumerate().find_map(|(n, line)| {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.as_slice() {
+            [h, KEY_TYPE, k, ..] if *h == host => PublicKey::from_base64(k).ok().map(|k| (n + 1, k)),
+            _ => None,
+        }
+    })
+}
+
 /// Look up `host` presenting `key` in the text of a `known_hosts` file.
 pub fn check_known_host(text: &str, host: &str, key: &PublicKey) -> HostKey {
-    for (n, line) in text.lines().enumerate() {
-        let w: Vec<&str> = line.split_whitespace().collect();
-        if let [h, KEY_TYPE, k, ..] = w.as_slice() {
-            if *h == host {
-                return match PublicKey::from_base64(k) {
-                    Ok(listed) if listed == *key => HostKey::Known,
-                    Ok(listed) => HostKey::Changed {
-                        line: n + 1,
-                        expected: listed,
-                    },
-                    Err(_) => continue,
-                };
-            }
-        }
+    match lookup_known_host(text, host) {
+        None => HostKey::Unknown,
+        Some((_, listed)) if listed == *key => HostKey::Known,
+        Some((line, listed)) => HostKey::Changed {
+            line,
+            expected: listed,
+        },
     }
-    HostKey::Unknown
 }
 
 /// The `known_hosts` line recording `host`'s `key`.

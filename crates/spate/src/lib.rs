@@ -12,6 +12,9 @@
 //! | [`source`] | file bytes for the sender, read ahead on an I/O thread |
 //! | [`confine`] | the receiver's side: every path stays below `--root` |
 //! | [`sink`] | the receiver's writer thread: temporary files, digest check, rename into place |
+//! | [`keys`] | identities, `authorized_keys` and `known_hosts` files, fingerprints |
+//! | [`access`] | the server's authorization: keys, per-key restrictions, one-time tokens |
+//! | [`pin`] | the client's server keys: `known_hosts`, first contact, changed keys |
 //! | [`send`] | the sending event loop |
 //! | [`serve`] | the receiving event loop (many sessions on one socket) |
 //! | [`demo`] | `spate demo`: receiver, impaired link and sender in one process |
@@ -25,12 +28,14 @@
 //! digest checks and renames on a writer thread. Buffers travel between the threads in both
 //! directions and are reused, so the per-packet path allocates nothing.
 
+pub mod access;
 pub mod clock;
 pub mod confine;
 pub mod demo;
 pub mod journal;
 pub mod keys;
 pub mod noise;
+pub mod pin;
 pub mod progress;
 pub mod random;
 pub mod rate;

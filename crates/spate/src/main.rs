@@ -46,13 +46,46 @@ enum Command {
     /// before anything is written (spoofed packets cost little and draw at most 3× back).
     /// The --max-* limits and --quota bound what senders can make the server hold; the
     /// defaults suit a server open to many senders (docs/security.md). Stop with Ctrl-C.
+    ///
+    /// Every session is authenticated and encrypted (Noise IK handshake, then AES-256-GCM or
+    /// ChaCha20-Poly1305). Only clients whose public key is in --authorized-keys are let in
+    /// (one `spate-x25519 KEY comment` line each, from `spate keygen` on the client; options
+    /// `dir=SUBDIR` confines a key below --root, `get-only` forbids uploads); the file is read
+    /// again when it changes. For a one-off transfer without exchanging keys, --token prints
+    /// a token the client passes to `spate send --token`. The server's own key (--key) is
+    /// created on first start; clients pin it on first contact: show it with --print-key.
+    ///
+    /// Examples:
+    ///   spate serve --root /srv/incoming
+    ///   spate serve --root /srv/incoming --token       # prints a one-time token
+    ///   spate serve --print-key                        # the key clients should see
+    #[command(verbatim_doc_comment)]
     Serve {
         /// Address and UDP port to listen on.
         #[arg(long, default_value_t = SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)))]
         listen: SocketAddr,
         /// Directory transfers are written into (must exist).
+        #[arg(long, required_unless_present = "print_key")]
+        root: Option<PathBuf>,
+        /// The server's private key (created, mode 0600, if missing) [default:
+        /// $XDG_CONFIG_HOME/spate/host_x25519].
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+        /// Public keys of the clients allowed in [default:
+        /// $XDG_CONFIG_HOME/spate/authorized_keys].
+        #[arg(long, value_name = "FILE")]
+        authorized_keys: Option<PathBuf>,
+        /// Also let in any client that presents the token printed at start (valid while this
+        /// server runs; it carries the server's key, so the client needs no known_hosts).
         #[arg(long)]
-        root: PathBuf,
+        token: bool,
+        /// Print the server's public key and fingerprint (creating the key if needed) and exit.
+        #[arg(long)]
+        print_key: bool,
+        /// Make every new client prove its address with a RETRY first, as under load
+        /// (testing aid).
+        #[arg(long, hide = true)]
+        retry_always: bool,
         /// Write nothing: count received bytes only, as a network benchmark sink (nothing is
         /// verified; --root is still required and checked).
         #[arg(long)]
@@ -81,8 +114,7 @@ enum Command {
     /// Writes the private key (mode 0600) to $XDG_CONFIG_HOME/spate/id_x25519 (else
     /// ~/.config/spate/id_x25519) or --out, and the public key beside it as NAME.pub, one line
     /// to copy into a server's authorized_keys. Prints the public key and its fingerprint.
-    /// Note: this version of the protocol does not use keys yet; the authenticated handshake
-    /// that does is being built (docs/security.md).
+    /// `spate send` uses it to authenticate to servers (--identity to pick another file).
     Keygen {
         /// Where to write the private key.
         #[arg(long, value_name = "FILE")]
@@ -155,6 +187,35 @@ struct SendArgs {
     /// No progress bar or summary (errors are still printed).
     #[arg(short, long)]
     quiet: bool,
+    /// This client's private key [default: $XDG_CONFIG_HOME/spate/id_x25519, from
+    /// `spate keygen`].
+    #[arg(long, value_name = "FILE")]
+    identity: Option<PathBuf>,
+    /// A one-time token from `spate serve --token`: no identity or known_hosts needed.
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+    /// Packet cipher. auto: AES-256-GCM where the CPU has AES instructions, else
+    /// ChaCha20-Poly1305. none: data is authenticated but NOT encrypted — for measuring
+    /// the cost of encryption only.
+    #[arg(long, value_enum, default_value_t = CipherArg::Auto)]
+    cipher: CipherArg,
+    /// Refuse a server whose key is not yet in known_hosts (instead of recording it on
+    /// first contact).
+    #[arg(long)]
+    strict_host_keys: bool,
+    /// The file of pinned server keys [default: $XDG_CONFIG_HOME/spate/known_hosts].
+    #[arg(long, value_name = "FILE")]
+    known_hosts: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CipherArg {
+    Auto,
+    #[value(name = "aes-256-gcm")]
+    Aes256Gcm,
+    #[value(name = "chacha20-poly1305")]
+    Chacha20Poly1305,
+    None,
 }
 
 #[derive(Args)]
@@ -250,9 +311,25 @@ fn run(cli: Cli) -> Result<()> {
         Command::Serve {
             listen,
             root,
+            key,
+            authorized_keys,
+            token,
+            print_key,
+            retry_always,
             discard,
             limits: l,
         } => {
+            let key = match key {
+                Some(k) => k,
+                None => spate::keys::config_dir()?.join("host_x25519"),
+            };
+            let identity = host_identity(&key)?;
+            if print_key {
+                println!("{}", identity.public.line());
+                println!("fingerprint {}", identity.public.fingerprint());
+                return Ok(());
+            }
+            let root = root.context("--root is required")?;
             let limits = Limits {
                 max_entries: l.max_entries,
                 max_file_size: l.max_file_size,
@@ -261,7 +338,15 @@ fn run(cli: Cli) -> Result<()> {
                 max_sessions: l.max_sessions.max(1),
                 quota: l.quota,
             };
-            serve(listen, &root, discard, limits)
+            let opts = ServeOpts {
+                listen,
+                discard,
+                limits,
+                token,
+                retry_always,
+                authorized_keys,
+            };
+            serve(&root, identity, &opts)
         }
         Command::Send(a) => send_cmd(&a),
         Command::Keygen {
@@ -313,17 +398,83 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn serve(listen: SocketAddr, root: &std::path::Path, discard: bool, limits: Limits) -> Result<()> {
+/// The server's key at `path`, created on first start.
+fn host_identity(path: &std::path::Path) -> Result<spate::keys::Identity> {
+    use spate::keys::Identity;
+    if path.exists() {
+        return Identity::load(path);
+    }
+    let id = Identity::generate()?;
+    id.save(path, "spate serve host key", false)?;
+    eprintln!(
+        "spate serve: created the server key {} ({})",
+        path.display(),
+        id.public.fingerprint()
+    );
+    Ok(id)
+}
+
+struct ServeOpts {
+    listen: SocketAddr,
+    discard: bool,
+    limits: Limits,
+    token: bool,
+    retry_always: bool,
+    authorized_keys: Option<PathBuf>,
+}
+
+/// `spate1-` and the unpadded URL-safe base64 of the server key (32 bytes) and the secret (16).
+const TOKEN_PREFIX: &str = "spate1-";
+
+fn serve(root: &std::path::Path, identity: spate::keys::Identity, o: &ServeOpts) -> Result<()> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
     let root = Root::new(root)?;
-    let mut server = Server::bind(listen, root.clone())?.limits(limits);
-    if discard {
+    let keys_file = match &o.authorized_keys {
+        Some(f) => f.clone(),
+        None => spate::keys::config_dir()?.join("authorized_keys"),
+    };
+    let mut access = if keys_file.exists() || !o.token {
+        spate::access::Access::from_file(&keys_file).with_context(|| {
+            format!(
+                "no usable authorized_keys: put the clients' public keys (the line `spate keygen` \
+                 prints) in {}, or start with --token for a one-off transfer",
+                keys_file.display()
+            )
+        })?
+    } else {
+        spate::access::Access::default()
+    };
+    let mut token_line = None;
+    if o.token {
+        let secret = spate::random::bytes16();
+        access = access.with_token(secret);
+        let mut raw = identity.public.0.to_vec();
+        raw.extend_from_slice(&secret);
+        token_line = Some(format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(raw)));
+    }
+    let fingerprint = identity.public.fingerprint();
+    let keys = access.len();
+    let mut server = Server::bind(o.listen, root.clone(), identity, access)?.limits(o.limits.clone());
+    if o.discard {
         server = server.discard();
+    }
+    if o.retry_always {
+        server = server.retry_always();
     }
     eprintln!(
         "spate serve: listening on {} (UDP), writing below {}",
         server.local_addr(),
         root.path().display()
     );
+    eprintln!(
+        "spate serve: server key {fingerprint}; {keys} authorized key(s) in {}",
+        keys_file.display()
+    );
+    if let Some(t) = token_line {
+        eprintln!("spate serve: one-time token (valid while this server runs):");
+        eprintln!("  spate send --token {t} FILE... HOST:DEST");
+    }
     if let Some(note) = server.buffer_note() {
         eprintln!("spate serve: {note}");
     }
@@ -339,18 +490,20 @@ fn serve(listen: SocketAddr, root: &std::path::Path, discard: bool, limits: Limi
                 s.damaged_blocks
             );
         }
+        let client = spate::report::escape(&s.client);
         match &s.error {
             None => eprintln!(
-                "{} session {:08x}: {} entries, {}{resumed} in {:.1} s",
+                "{} session {:08x} [{client}, {}]: {} entries, {}{resumed} in {:.1} s",
                 s.peer,
                 s.session,
+                s.cipher,
                 s.objects,
                 human_bytes(s.bytes),
                 s.seconds
             ),
             // The reason may be the peer's own words (its CLOSE): escaped, never printed raw.
             Some(e) => eprintln!(
-                "{} session {:08x} failed: {}{resumed}",
+                "{} session {:08x} [{client}] failed: {}{resumed}",
                 s.peer,
                 s.session,
                 spate::report::escape(e)
@@ -407,6 +560,7 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         hashing.set(hashed, "hashing");
     })?;
     hashing.finish();
+    let security = client_security(a, &host, port, server)?;
     let bar = spate::progress::Progress::new(total, a.quiet || a.json);
     let cfg = SendConfig {
         server,
@@ -414,10 +568,16 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         connect_timeout: Duration::from_secs_f64(a.connect_timeout.clamp(0.1, 3600.0)),
         idle_timeout: Duration::from_secs_f64(a.idle_timeout.clamp(1.0, 86_400.0)),
         resume: a.resume,
+        security,
     };
     let result = send(&plan, &cfg, |s| bar.update(s));
     bar.finish();
-    let result = result?;
+    let result = match result {
+        Err(e) if e.downcast_ref::<spate::send::KeyMismatch>().is_some() => {
+            return Err(key_changed(a, &host, port, &e));
+        }
+        r => r?,
+    };
     let report = Report::new(plan.manifest.entries.len(), &result);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -425,6 +585,118 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         eprintln!("{}", report.summary());
     }
     Ok(())
+}
+
+/// Keys and cipher for a send: from --token, or the identity and the pinned server key.
+fn client_security(
+    a: &SendArgs,
+    host: &str,
+    port: u16,
+    server: SocketAddr,
+) -> Result<spate::send::Security> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use spate::keys::Identity;
+    use spate_proto::secure::Cipher;
+    let cipher = match a.cipher {
+        CipherArg::Auto => spate::pin::default_cipher(),
+        CipherArg::Aes256Gcm => Cipher::Aes256Gcm,
+        CipherArg::Chacha20Poly1305 => Cipher::ChaCha20Poly1305,
+        CipherArg::None => {
+            eprintln!(
+                "spate: WARNING: --cipher none: the data crosses the network UNENCRYPTED \
+                 (authenticated only). Use it to measure the cost of encryption, nothing else."
+            );
+            Cipher::AuthOnly
+        }
+    };
+    let id_path = match &a.identity {
+        Some(p) => p.clone(),
+        None => spate::keys::default_identity()?,
+    };
+    if let Some(t) = &a.token {
+        let raw = t
+            .strip_prefix(TOKEN_PREFIX)
+            .and_then(|b| URL_SAFE_NO_PAD.decode(b).ok())
+            .filter(|r| r.len() == 48)
+            .context("that is not a token printed by `spate serve --token` (spate1-…)")?;
+        let mut server_key = [0; 32];
+        server_key.copy_from_slice(&raw[..32]);
+        let mut auth = [0; 16];
+        auth.copy_from_slice(&raw[32..]);
+        // The token authorizes; an identity is used if there is one, else a throwaway key.
+        let identity = if id_path.exists() {
+            Identity::load(&id_path)?
+        } else {
+            Identity::generate()?
+        };
+        return Ok(spate::send::Security {
+            identity: identity.private,
+            server_key,
+            cipher,
+            auth,
+        });
+    }
+    if !id_path.exists() {
+        bail!(
+            "no identity at {}: create one with `spate keygen` and add the line it prints to \
+             the server's authorized_keys (or use a one-time token: `spate serve --token`)",
+            id_path.display()
+        );
+    }
+    let identity = Identity::load(&id_path)?;
+    let known = match &a.known_hosts {
+        Some(f) => f.clone(),
+        None => spate::pin::known_hosts_path()?,
+    };
+    let label = spate::pin::host_label(host, port);
+    let timeout = Duration::from_secs_f64(a.connect_timeout.clamp(0.1, 3600.0));
+    let pinned = spate::pin::server_key(
+        &known,
+        &label,
+        server,
+        timeout,
+        a.strict_host_keys,
+        a.quiet || a.json,
+    )?;
+    Ok(spate::send::Security {
+        identity: identity.private,
+        server_key: pinned.key.0,
+        cipher,
+        auth: [0; 16],
+    })
+}
+
+/// The loud error for a server whose key differs from the pinned one.
+fn key_changed(a: &SendArgs, host: &str, port: u16, e: &anyhow::Error) -> anyhow::Error {
+    let Some(m) = e.downcast_ref::<spate::send::KeyMismatch>() else {
+        return anyhow::anyhow!("{e:#}");
+    };
+    if a.token.is_some() {
+        return anyhow::anyhow!(
+            "the server's key ({}) is not the one in the token: is the token from this \
+             server's current run?",
+            m.0.fingerprint()
+        );
+    }
+    let label = spate::pin::host_label(host, port);
+    let file = a
+        .known_hosts
+        .clone()
+        .or_else(|| spate::pin::known_hosts_path().ok())
+        .unwrap_or_default();
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    match spate::keys::lookup_known_host(&text, &label) {
+        Some((line, pinned)) => spate::pin::KeyChanged {
+            host: label,
+            offered: m.0,
+            pinned,
+            file,
+            line,
+        }
+        .into(),
+        None => anyhow::anyhow!("{e:#}"),
+    }
 }
 
 fn keygen(out: Option<PathBuf>, comment: Option<String>, force: bool, show: bool) -> Result<()> {

@@ -33,6 +33,13 @@ pub struct Report {
     pub min_rtt_ms: f64,
     /// Every file's BLAKE3 digest was checked by the receiver before it was put in place.
     pub verified: bool,
+    /// The packet cipher (spec §9.4).
+    pub cipher: &'static str,
+    /// Fingerprint of the server's key, proven in the handshake.
+    pub server_key: String,
+    /// Packets that did not open under the session's keys (forged, altered) or were replays:
+    /// dropped, never acted on.
+    pub dropped_unauthentic: u64,
 }
 
 impl Report {
@@ -53,6 +60,9 @@ impl Report {
             srtt_ms: r.srtt.as_secs_f64() * 1e3,
             min_rtt_ms: r.min_rtt.as_secs_f64() * 1e3,
             verified: true,
+            cipher: r.cipher.name(),
+            server_key: r.server_key.fingerprint(),
+            dropped_unauthentic: r.dropped_not_authentic + r.dropped_replayed,
         }
     }
 

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
+use spate_proto::secure::{Cipher, ClientParams, SecureSender, AUTH_LEN};
 use spate_proto::{
     Instant, Manifest, RateConfig, Sender, SenderConfig, SenderEvent, SessionError, Source,
 };
@@ -40,7 +41,47 @@ pub struct SendConfig {
     /// Ask the receiver what it already holds from an interrupted transfer and send only the
     /// rest (spec §8.3).
     pub resume: bool,
+    /// Keys and cipher (spec §9).
+    pub security: Security,
 }
+
+/// How a session is protected (spec §9).
+#[derive(Clone)]
+pub struct Security {
+    /// This client's static private key (its identity).
+    pub identity: [u8; 32],
+    /// The server's static public key, pinned or from a token.
+    pub server_key: [u8; 32],
+    /// The packet cipher to ask for.
+    pub cipher: Cipher,
+    /// The secret of a one-time token (`spate serve --token`); zeros without one.
+    pub auth: [u8; AUTH_LEN],
+}
+
+impl std::fmt::Debug for Security {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Security")
+            .field("server_key", &crate::keys::PublicKey(self.server_key).fingerprint())
+            .field("cipher", &self.cipher)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The server answered with a static key other than the one the client used (spec §9.6).
+#[derive(Debug)]
+pub struct KeyMismatch(pub crate::keys::PublicKey);
+
+impl std::fmt::Display for KeyMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the server's key is {}, not the one this client expected",
+            self.0.fingerprint()
+        )
+    }
+}
+
+impl std::error::Error for KeyMismatch {}
 
 /// A finished (or failed) transfer, as the core counted it.
 #[derive(Debug, Clone)]
@@ -53,6 +94,14 @@ pub struct SendResult {
     pub srtt: Duration,
     /// Minimum RTT seen.
     pub min_rtt: Duration,
+    /// The packet cipher of the session.
+    pub cipher: Cipher,
+    /// The server's key, proven by the handshake.
+    pub server_key: crate::keys::PublicKey,
+    /// Packets from the server's address that did not open (forged, altered, truncated).
+    pub dropped_not_authentic: u64,
+    /// Packets dropped as replays.
+    pub dropped_replayed: u64,
 }
 
 /// Send `plan` as configured; `progress(sender)` is called every 100 ms.
@@ -92,7 +141,14 @@ pub fn send_with(
     // Up to 44 datagrams of 1472 bytes per call: the kernel's GSO limits (Socket::max_batch).
     let segments = socket.max_batch(datagram);
     scfg.batch = segments;
-    let mut sender = Sender::new(scfg, session, manifest, clock.now())
+    let params = ClientParams {
+        cipher: cfg.security.cipher,
+        local_private: cfg.security.identity,
+        server_public: cfg.security.server_key,
+        auth: cfg.security.auth,
+        seed: crate::random::bytes32(),
+    };
+    let mut sender = SecureSender::new(scfg, session, manifest, clock.now(), params)
         .map_err(|e| anyhow::anyhow!("cannot send these files: {e}"))?;
     let mut buf = vec![0u8; segments * datagram];
     let mut pending: Option<(usize, usize)> = None;
@@ -140,7 +196,7 @@ pub fn send_with(
             }
         }
         if now.saturating_since(last_progress) >= PROGRESS_EVERY {
-            progress(&sender);
+            progress(sender.inner());
             last_progress = now;
         }
         if sender.is_closed() && pending.is_none() {
@@ -154,15 +210,23 @@ pub fn send_with(
             readable = false;
         }
     }
-    progress(&sender);
+    progress(sender.inner());
     if let Some(err) = failure {
+        if let SessionError::ServerKeyMismatch { offered } = err {
+            return Err(KeyMismatch(crate::keys::PublicKey(offered)).into());
+        }
         bail!(explain(&err, cfg.server));
     }
+    let inner = sender.inner();
     Ok(SendResult {
         seconds: clock.now().as_secs_f64(),
-        stats: *sender.stats(),
-        srtt: sender.rtt().smoothed(),
-        min_rtt: sender.rtt().min(),
+        stats: *inner.stats(),
+        srtt: inner.rtt().smoothed(),
+        min_rtt: inner.rtt().min(),
+        cipher: sender.cipher(),
+        server_key: crate::keys::PublicKey(cfg.security.server_key),
+        dropped_not_authentic: sender.secure_stats().not_authentic,
+        dropped_replayed: sender.secure_stats().replayed,
     })
 }
 

@@ -8,12 +8,11 @@ mod common;
 use std::fs;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{free_port, run_bounded, serve_with, Serve, SPATE};
+use common::{free_port, run_bounded, serve_with, Serve};
 use spate_proto::{Entry, Manifest, RateConfig, Sender, SenderConfig, Zeros};
 
 /// The tests of this file run one at a time: the flood test measures transfer times, which
@@ -53,7 +52,7 @@ fn with_session(mut d: Vec<u8>, session: u32) -> Vec<u8> {
 fn send(cwd: &Path, args: &[&str]) -> (bool, String, f64) {
     let t = Instant::now();
     let out = run_bounded(
-        Command::new(SPATE)
+        common::spate()
             .current_dir(cwd)
             .args(["send", "-q", "--connect-timeout", "5"])
             .args(args),

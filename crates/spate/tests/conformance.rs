@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, run_bounded, serve, SPATE};
+use common::{free_port, run_bounded, serve};
 use spate_proto::wire::{self, CloseCode, Packet};
 use spate_proto::{
     Entry, EntryKind, Manifest, RateConfig, Sender, SenderConfig, SenderEvent, Zeros,
@@ -22,7 +22,7 @@ use spate_proto::{
 const LIMIT: Duration = Duration::from_secs(30);
 
 fn spate(args: &[&str], cwd: &Path) -> Command {
-    let mut c = Command::new(SPATE);
+    let mut c = common::spate();
     c.current_dir(cwd).args(args);
     c
 }

@@ -6,13 +6,16 @@ use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use spate::access::Access;
 use spate::confine::Root;
+use spate::keys::{Authorized, Identity, PublicKey};
 use spate::scan;
-use spate::send::{send, SendConfig, SendResult};
+use spate::send::{send, Security, SendConfig, SendResult};
+use spate_proto::secure::Cipher;
 use spate::serve::{Server, SessionLog};
 use spate_proto::{Policy, RateConfig};
 
@@ -32,9 +35,34 @@ impl Drop for Serving {
     }
 }
 
+/// The test process's server and client key pairs: (server private, server public, client
+/// private, client public).
+fn keys() -> &'static ([u8; 32], PublicKey, [u8; 32], PublicKey) {
+    static KEYS: OnceLock<([u8; 32], PublicKey, [u8; 32], PublicKey)> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let (s, c) = (Identity::generate().unwrap(), Identity::generate().unwrap());
+        (s.private, s.public, c.private, c.public)
+    })
+}
+
+fn bind(addr: SocketAddr, root: &Path) -> anyhow::Result<Server> {
+    let k = keys();
+    let access = Access::keys(vec![Authorized {
+        key: k.3,
+        dir: None,
+        may_send: true,
+        may_get: true,
+        comment: "e2e".into(),
+    }]);
+    let identity = Identity {
+        private: k.0,
+        public: k.1,
+    };
+    Server::bind(addr, Root::new(root)?, identity, access)
+}
+
 fn serve(root: &Path) -> Serving {
-    let mut server =
-        Server::bind("127.0.0.1:0".parse().unwrap(), Root::new(root).unwrap()).unwrap();
+    let mut server = bind("127.0.0.1:0".parse().unwrap(), root).unwrap();
     let addr = server.local_addr();
     let stop = Arc::new(AtomicBool::new(false));
     let logs = Arc::new(Mutex::new(Vec::new()));
@@ -61,6 +89,12 @@ fn config(addr: SocketAddr) -> SendConfig {
         connect_timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(20),
         resume: false,
+        security: Security {
+            identity: keys().2,
+            server_key: keys().1 .0,
+            cipher: Cipher::Aes256Gcm,
+            auth: [0; 16],
+        },
     }
 }
 
@@ -287,9 +321,7 @@ fn no_server_gives_a_timeout_that_says_what_to_do() {
 fn a_port_in_use_is_a_clear_error() {
     let dst = tempfile::tempdir().unwrap();
     let s = serve(dst.path());
-    let e = Server::bind(s.addr, Root::new(dst.path()).unwrap())
-        .err()
-        .unwrap();
+    let e = bind(s.addr, dst.path()).err().unwrap();
     assert!(format!("{e:#}").contains("--listen"), "{e:#}");
 }
 

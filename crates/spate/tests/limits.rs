@@ -5,14 +5,13 @@ mod common;
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use common::{free_port, run_bounded, serve_with, SPATE};
+use common::{free_port, run_bounded, serve_with};
 
 fn send(cwd: &Path, args: &[&str]) -> (bool, String) {
     let out = run_bounded(
-        Command::new(SPATE)
+        common::spate()
             .current_dir(cwd)
             .args(["send", "-q", "--connect-timeout", "5"])
             .args(args),

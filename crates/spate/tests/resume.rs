@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{free_port, serve, SPATE};
+use common::{free_port, serve};
 
 /// 32 MiB at 100 Mbit/s: about 2.7 s, so a kill after 0.6–1.4 s lands mid-transfer.
 const SIZE: usize = 32 << 20;
 const RATE: &str = "100M";
 
 fn send_cmd(src: &Path, port: u16, extra: &[&str]) -> Command {
-    let mut c = Command::new(SPATE);
+    let mut c = common::spate();
     c.args([
         "send",
         "--resume",

@@ -13,7 +13,7 @@
 //! | `spate-send` | `spate send` of `--mem BYTES` from memory, or of `--file PATH` |
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,8 +21,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
+use spate::access::Access;
 use spate::confine::Root;
-use spate::send::{send, send_with, SendConfig};
+use spate::keys::{Authorized, Identity};
+use spate::send::{send, send_with, Security, SendConfig};
+use spate_proto::secure::Cipher;
 use spate::serve::Server;
 use spate::udp::{RecvBatch, Socket};
 use spate_proto::{Entry, Manifest, Policy, RateConfig, Source};
@@ -54,10 +57,19 @@ enum End {
         /// Write into this directory; without it, discard.
         #[arg(long)]
         root: Option<PathBuf>,
+        /// Directory with the `server` and `client` identities (`write_keys`).
+        #[arg(long)]
+        keys: PathBuf,
     },
     SpateSend {
         #[arg(long)]
         to: SocketAddr,
+        /// Directory with the `server` and `client` identities (`write_keys`).
+        #[arg(long)]
+        keys: PathBuf,
+        /// Packet cipher: aes-256-gcm, chacha20-poly1305 or none (authenticated only).
+        #[arg(long, default_value = "aes-256-gcm")]
+        cipher: String,
         #[arg(long)]
         mem: Option<u64>,
         #[arg(long)]
@@ -72,13 +84,15 @@ pub fn run(a: EndArgs) -> Result<()> {
     let (bytes, seconds, retx) = match a.end {
         End::UdpBlast { to, seconds } => udp_blast(to, seconds)?,
         End::UdpSink { listen } => udp_sink(listen)?,
-        End::SpateRecv { listen, root } => spate_recv(listen, root)?,
+        End::SpateRecv { listen, root, keys } => spate_recv(listen, root, &keys)?,
         End::SpateSend {
             to,
+            keys,
+            cipher,
             mem,
             file,
             fixed,
-        } => spate_send(to, mem, file, fixed)?,
+        } => spate_send(to, &keys, &cipher, mem, file, fixed)?,
     };
     println!(
         "{}",
@@ -149,12 +163,29 @@ fn udp_sink(listen: SocketAddr) -> Result<Moved> {
     Ok((bytes, secs, None))
 }
 
-fn spate_recv(listen: SocketAddr, root: Option<PathBuf>) -> Result<Moved> {
+/// Fresh `server` and `client` identities in `dir`, for the two ends of a run.
+pub fn write_keys(dir: &Path) -> Result<()> {
+    for name in ["server", "client"] {
+        Identity::generate()?.save(&dir.join(name), name, true)?;
+    }
+    Ok(())
+}
+
+fn spate_recv(listen: SocketAddr, root: Option<PathBuf>, keys: &Path) -> Result<Moved> {
     let dir = match &root {
         Some(r) => r.clone(),
         None => std::env::temp_dir(),
     };
-    let mut server = Server::bind(listen, Root::new(&dir)?)?;
+    let client = Identity::load(&keys.join("client"))?;
+    let access = Access::keys(vec![Authorized {
+        key: client.public,
+        dir: None,
+        may_send: true,
+        may_get: true,
+        comment: "bench".into(),
+    }]);
+    let identity = Identity::load(&keys.join("server"))?;
+    let mut server = Server::bind(listen, Root::new(&dir)?, identity, access)?;
     if root.is_none() {
         server = server.discard();
     }
@@ -203,16 +234,31 @@ impl Source for Memory {
 
 fn spate_send(
     to: SocketAddr,
+    keys: &Path,
+    cipher: &str,
     mem: Option<u64>,
     file: Option<PathBuf>,
     fixed: Option<u64>,
 ) -> Result<Moved> {
+    let cipher = match cipher {
+        "aes-256-gcm" => Cipher::Aes256Gcm,
+        "chacha20-poly1305" => Cipher::ChaCha20Poly1305,
+        "none" => Cipher::AuthOnly,
+        other => bail!("unknown cipher '{other}'"),
+    };
+    let security = Security {
+        identity: Identity::load(&keys.join("client"))?.private,
+        server_key: Identity::load(&keys.join("server"))?.public.0,
+        cipher,
+        auth: [0; 16],
+    };
     let cfg = SendConfig {
         server: to,
         rate: fixed.map_or(RateConfig::adaptive(Policy::Fair), RateConfig::fixed),
         connect_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(20),
         resume: false,
+        security,
     };
     let r = match (mem, file) {
         (Some(bytes), None) => {

@@ -6,10 +6,13 @@
 //! 1. **raw UDP**: a GSO blaster (44 × 1472-byte datagrams per call) into a GRO sink — the most
 //!    UDP this machine moves, with no protocol at all;
 //! 2. **TCP cubic**: `iperf3` (Debian package `iperf3`; `scripts/lab-setup.sh` installs it);
-//! 3. **Spate memory → memory**: `spate send` from a memory source to `spate serve --discard`,
-//!    with the default `fair` policy, and again with `--policy fixed --rate 30G` (the driver's
-//!    own limit, with no rate control);
-//! 4. **Spate file → file**: a file on tmpfs to a directory on tmpfs, BLAKE3 included, beside
+//! 3. **the AEAD's seal rate** on one core at Spate's packet size (the sender seals on its
+//!    one network thread), the crypto limit of an encrypted transfer;
+//! 4. **Spate memory → memory**: `spate send` from a memory source to `spate serve --discard`,
+//!    encrypted (AES-256-GCM) with the default `fair` policy, again with `--cipher none`
+//!    (authenticated only), and with `--policy fixed --rate 30G` (the driver's own limit, with
+//!    no rate control). The encrypted row states its ratio to min(`--cipher none`, seal rate);
+//! 5. **Spate file → file**: a file on tmpfs to a directory on tmpfs, BLAKE3 included, beside
 //!    the receiver's own limit there: one process writing a new file of the same size in
 //!    256 KiB writes (fresh tmpfs pages cost far more than memory copies on a VM: 0.3–0.8 GB/s
 //!    on the project machine, against 4.6 GB/s for overwriting).
@@ -170,11 +173,12 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     let listen = SocketAddr::new(place.receiver_ip, port).to_string();
     let secs = a.seconds.to_string();
     eprintln!("[{}] raw UDP, {secs} s …", place.name);
+    let own = |v: &[&str]| -> Vec<String> { v.iter().map(|s| s.to_string()).collect() };
     let (s, r) = pair(
         place,
         exe,
-        &["udp-sink", "--listen", &listen],
-        &["udp-blast", "--to", &to, "--seconds", &secs],
+        &own(&["udp-sink", "--listen", &listen]),
+        &own(&["udp-blast", "--to", &to, "--seconds", &secs]),
     )?;
     rows.push(row(place.name, "raw UDP (GSO/GRO)", &s, &r, String::new()));
 
@@ -191,20 +195,66 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         }),
     }
 
+    // Fresh identities for the two ends (every Spate session is authenticated, spec §9).
+    let key_dir = tempfile::Builder::new().prefix("spate-bench-keys-").tempdir()?;
+    ends::write_keys(key_dir.path())?;
+    let keys = key_dir.path().to_string_lossy().into_owned();
+    let recv = |extra: &[&str]| -> Vec<String> {
+        let mut v = vec!["spate-recv", "--listen", &listen, "--keys", &keys];
+        v.extend_from_slice(extra);
+        v.into_iter().map(str::to_owned).collect()
+    };
+    let send = |extra: &[&str]| -> Vec<String> {
+        let mut v = vec!["spate-send", "--to", &to, "--keys", &keys];
+        v.extend_from_slice(extra);
+        v.into_iter().map(str::to_owned).collect()
+    };
+
+    // The crypto limit of this CPU, measured now: the sender seals on its one network thread.
+    eprintln!("[{}] AES-256-GCM seal rate, one core …", place.name);
+    let (seal, open) = crate::aead_cmd::measure(&ring::aead::AES_256_GCM, AEAD_PAYLOAD, 1, 0.5);
+    rows.push(Row {
+        path: place.name,
+        test: AEAD_LIMIT,
+        gbps: seal,
+        cpu_per_gbit: (1.0 / seal, 1.0 / open),
+        note: format!(
+            "{AEAD_PAYLOAD}-byte payloads in place, one core; opens at {} Gbit/s",
+            num(open, 1, "")
+        ),
+        runs: vec![],
+    });
+
     let size = a.size.to_string();
     eprintln!(
         "[{}] Spate memory → memory, {} MiB …",
         place.name,
         a.size >> 20
     );
-    rows.push(repeated(place.name, MEM, a.repeat, retx, || {
+    let mut mem = repeated(place.name, MEM, a.repeat, retx, || {
+        pair(place, exe, &recv(&[]), &send(&["--mem", &size]))
+    })?;
+
+    eprintln!("[{}] {MEM_NONE} …", place.name);
+    let none = repeated(place.name, MEM_NONE, a.repeat, retx, || {
         pair(
             place,
             exe,
-            &["spate-recv", "--listen", &listen],
-            &["spate-send", "--to", &to, "--mem", &size],
+            &recv(&[]),
+            &send(&["--mem", &size, "--cipher", "none"]),
         )
-    })?);
+    })?;
+    // Issue 15's target: encrypted ≥ 80 % of min(cipher none, seal rate × the one core the
+    // sender seals on).
+    let limit = none.gbps.min(seal);
+    mem.note = format!(
+        "{}; {:.0} % of min(--cipher none, AES seal rate × 1 core) = {} Gbit/s",
+        mem.note,
+        100.0 * mem.gbps / limit,
+        num(limit, 1, "")
+    );
+    rows.push(mem);
+    rows.push(none);
 
     eprintln!("[{}] {MEM_FIXED} …", place.name);
     let fixed = (FIXED_GBPS * 1e9).to_string();
@@ -212,8 +262,8 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         pair(
             place,
             exe,
-            &["spate-recv", "--listen", &listen],
-            &["spate-send", "--to", &to, "--mem", &size, "--fixed", &fixed],
+            &recv(&[]),
+            &send(&["--mem", &size, "--fixed", &fixed]),
         )
     })?);
 
@@ -252,8 +302,8 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         let ends = pair(
             place,
             exe,
-            &["spate-recv", "--listen", &listen, "--root", &root_s],
-            &["spate-send", "--to", &to, "--file", &src_s],
+            &recv(&["--root", &root_s]),
+            &send(&["--file", &src_s]),
         )?;
         short |= std::fs::metadata(&copy).map(|m| m.len()).ok() != Some(a.size);
         Ok(ends)
@@ -340,8 +390,13 @@ fn write_file(path: &Path, size: u64) -> Result<()> {
 }
 
 /// Run a receiver end, then a sender end; both must finish within 5 minutes.
-fn pair(place: &Place<'_>, exe: &Path, recv: &[&str], send: &[&str]) -> Result<(Value, Value)> {
-    let spawn = |ns: Option<&str>, args: &[&str]| -> Result<Child> {
+fn pair(
+    place: &Place<'_>,
+    exe: &Path,
+    recv: &[String],
+    send: &[String],
+) -> Result<(Value, Value)> {
+    let spawn = |ns: Option<&str>, args: &[String]| -> Result<Child> {
         place
             .command(ns, exe)
             .arg("bench-end")
@@ -385,7 +440,11 @@ fn finish_raw(mut c: Child, what: &str, limit: Duration) -> Result<Vec<u8>> {
 /// The fixed rate of the second memory run, Gbit/s: more than one sender here can reach, so
 /// the run shows the driver's own limit, without rate control.
 const FIXED_GBPS: f64 = 30.0;
-const MEM: &str = "Spate memory → memory";
+const MEM: &str = "Spate memory → memory (AES-256-GCM)";
+const MEM_NONE: &str = "Spate memory → memory, --cipher none (authenticated only)";
+const AEAD_LIMIT: &str = "AES-256-GCM seal, one core (the sender's crypto limit)";
+/// DATA payload of a 1472-byte datagram with its tag: 1472 − 24 − 16.
+const AEAD_PAYLOAD: usize = 1432;
 const FILE: &str = "Spate file → file (tmpfs)";
 const TMPFS_WRITE: &str = "tmpfs write, new file (the receiver's disk limit)";
 const MEM_FIXED: &str = "Spate memory → memory, --policy fixed --rate 30G";

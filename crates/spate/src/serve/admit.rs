@@ -70,6 +70,16 @@ pub enum Verdict {
 }
 
 impl Admission {
+    /// True if `id` belongs to a session that ended recently (spec §4.1).
+    pub fn is_ended(&self, id: u32) -> bool {
+        self.ended.contains(&id)
+    }
+
+    /// Half-open sessions now.
+    pub fn half_open(&self) -> usize {
+        self.half_open
+    }
+
     /// Decide about a HELLO with session ID `id` from `ip`. `is_half_open(id)` says whether a
     /// session is still half-open (for eviction).
     pub fn hello(&mut self, id: u32, ip: IpAddr, is_half_open: impl Fn(u32) -> bool) -> Verdict {

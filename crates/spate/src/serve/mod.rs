@@ -34,14 +34,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use spate_proto::wire::{Close, CloseCode, PacketType, HEADER_LEN, MIN_DATAGRAM};
-use spate_proto::{Instant, Receiver, ReceiverConfig};
+use spate_proto::secure::{
+    hello_retry_token, identity_packet, open_hello, retry_packet, types, HelloRefusal, RetryKey,
+    SecureReceiver,
+};
+use spate_proto::wire::{Close, CloseCode, PacketType, HEADER_LEN, MIN_DATAGRAM, VERSION};
+use spate_proto::{Instant, ReceiverConfig};
 
 pub use admit::{HALF_OPEN_FOR, HALF_OPEN_PER_SOURCE, MAX_HALF_OPEN};
 pub use limits::Limits;
 
+use crate::access::Access;
 use crate::clock::Clock;
 use crate::confine::Root;
+use crate::keys::{Identity, PublicKey};
 use crate::sink::WriterPool;
 use crate::udp::{RecvBatch, Socket};
 use admit::{Admission, Verdict};
@@ -51,6 +57,11 @@ use session::{Ctx, Session};
 const MAX_BATCHES: usize = 16;
 /// Longest sleep of the loop.
 const MAX_WAIT: Duration = Duration::from_millis(50);
+/// Half-open sessions from which on the server is "under load" (spec §9.5): a HELLO must then
+/// carry a RETRY token before the server spends a handshake (≈150 µs of X25519) on it. 64 is
+/// far above what legitimate clients leave half-open (each for one round trip), and far below
+/// the 1024 the table holds.
+pub const UNDER_LOAD: usize = 64;
 
 /// How a session ended, for the log.
 #[derive(Debug, Clone)]
@@ -59,6 +70,12 @@ pub struct SessionLog {
     pub session: u32,
     /// Sender address.
     pub peer: SocketAddr,
+    /// The client: its key's fingerprint and authorized_keys comment.
+    pub client: String,
+    /// The packet cipher.
+    pub cipher: &'static str,
+    /// Packets of the session that did not open (forged, altered) and were dropped.
+    pub dropped_not_authentic: u64,
     /// Files and directories placed.
     pub objects: usize,
     /// Bytes received.
@@ -83,11 +100,30 @@ pub struct Server {
     admission: Admission,
     /// Root, writer pool, limits: what the sessions share.
     ctx: Ctx,
+    /// The server's static key pair (spec §9.2).
+    identity: Identity,
+    /// Who may do what.
+    access: Access,
+    /// Key of the stateless RETRY tokens (spec §9.5), fresh per process.
+    retry: RetryKey,
+    /// Ask every HELLO for a RETRY token, not only under load (for tests).
+    retry_always: bool,
+}
+
+/// A socket address as bytes, for RETRY tokens.
+fn addr_bytes(a: SocketAddr) -> Vec<u8> {
+    let mut v = match a.ip() {
+        std::net::IpAddr::V4(ip) => ip.octets().to_vec(),
+        std::net::IpAddr::V6(ip) => ip.octets().to_vec(),
+    };
+    v.extend_from_slice(&a.port().to_be_bytes());
+    v
 }
 
 impl Server {
-    /// Bind the socket and start the writer threads.
-    pub fn bind(listen: SocketAddr, root: Root) -> Result<Server> {
+    /// Bind the socket and start the writer threads. The server proves `identity` to clients
+    /// and lets in whom `access` allows.
+    pub fn bind(listen: SocketAddr, root: Root, identity: Identity, access: Access) -> Result<Server> {
         let socket = Socket::bind(listen).with_context(|| {
             format!("cannot listen on {listen} (is another spate serve running there? choose another port with --listen)")
         })?;
@@ -105,7 +141,23 @@ impl Server {
                 discard: false,
                 claimed: 0,
             },
+            identity,
+            access,
+            retry: RetryKey::new(crate::random::bytes32()),
+            retry_always: false,
         })
+    }
+
+    /// Ask every new client to prove its address with a RETRY token first (spec §9.5), as
+    /// the server does anyway under load: for tests of that path.
+    pub fn retry_always(mut self) -> Self {
+        self.retry_always = true;
+        self
+    }
+
+    /// The server's static public key (what clients pin).
+    pub fn public_key(&self) -> PublicKey {
+        self.identity.public
     }
 
     /// Receive without writing anything: every object counts as placed once all its bytes
@@ -136,7 +188,7 @@ impl Server {
     /// Serve until `stop`; `log` is called when a session ends.
     pub fn run(&mut self, stop: &Arc<AtomicBool>, mut log: impl FnMut(&SessionLog)) -> Result<()> {
         let mut batch = RecvBatch::default();
-        let mut out = vec![0u8; 2048];
+        let mut out = vec![0u8; 2048 + 64];
         while !stop.load(Ordering::Relaxed) {
             // Each batch is stamped with the time it was taken from the socket: a time read
             // once before draining a long backlog made later packets look as if they arrived
@@ -156,9 +208,9 @@ impl Server {
             for (&id, s) in &mut self.sessions {
                 s.step(now, &self.socket, &mut out, &mut self.ctx)?;
                 let expired = !s.validated && now.saturating_since(s.started) > HALF_OPEN_FOR;
-                if s.rx.is_closed() || expired {
+                if s.rx.inner().is_closed() || expired {
                     ended.push((id, expired));
-                } else if let Some(t) = s.rx.poll_timeout() {
+                } else if let Some(t) = s.rx.inner().poll_timeout() {
                     next = next.min(t);
                 }
             }
@@ -194,22 +246,21 @@ impl Server {
     }
 
     fn on_datagram(&mut self, now: Instant, from: SocketAddr, d: &mut [u8]) {
-        if d.len() < HEADER_LEN {
+        if d.len() < HEADER_LEN || d[0] != VERSION {
             return;
         }
-        let Ok(header) = spate_proto::wire::Header::peek(d) else {
-            return;
-        };
-        if let Some(s) = self.sessions.get_mut(&header.session) {
+        let ty = d[1] & 0x0f;
+        let id = u32::from_be_bytes([d[2], d[3], d[4], d[5]]);
+        if let Some(s) = self.sessions.get_mut(&id) {
             // A writer that is behind takes no more data now: dropped unacknowledged, the
             // DATA is sent again, and the network thread never waits for a disk.
-            if header.ty == PacketType::Data
+            if ty == PacketType::Data as u8
                 && s.sink.as_ref().is_some_and(|k| !k.has_room(d.len()))
             {
                 return;
             }
-            // The peer's address changes only with a datagram the session accepts, and the
-            // new address starts unvalidated (spec §4.8).
+            // The peer's address changes only with a datagram the session accepts — an
+            // authentic one — and the new address starts unvalidated (spec §4.8, §9.4).
             let res = if from == s.peer {
                 s.rx.handle_datagram(now, d)
             } else {
@@ -225,7 +276,7 @@ impl Server {
             }
             // After the chunk is queued: an ObjectComplete must follow its last write.
             s.drain_events(&mut self.ctx);
-            if !s.validated && s.rx.was_validated() {
+            if !s.validated && s.rx.inner().was_validated() {
                 s.validated = true;
                 self.admission.left_half_open(s.peer.ip(), true);
                 if self.admission.validated > self.ctx.limits.max_sessions {
@@ -234,21 +285,47 @@ impl Server {
                          --max-sessions); try again later",
                         self.ctx.limits.max_sessions
                     );
-                    s.rx.close(CloseCode::Refused, &msg);
+                    s.rx.inner_mut().close(CloseCode::Refused, &msg);
                     s.error.get_or_insert(msg);
                 }
             }
             return;
         }
-        if header.ty != PacketType::Hello || d.len() < MIN_DATAGRAM {
-            return; // §4.1: nothing for an unknown session but a full-size HELLO
+        // Nothing for an unknown session but a full-size HELLO or IDENTIFY (§4.1, §9.6): an
+        // answer is then never larger than what arrived.
+        if d.len() < MIN_DATAGRAM {
+            return;
+        }
+        if ty == types::IDENTIFY {
+            let mut out = [0u8; 64];
+            let n = identity_packet(id, &self.identity.public.0, &mut out);
+            let _ = self.socket.send(from, &out[..n], n);
+            return;
+        }
+        if ty != PacketType::Hello as u8 {
+            return;
+        }
+        if self.admission.is_ended(id) {
+            return self.answer_ended(from, id);
+        }
+        // §9.5: under load, no handshake work before the client proved its address.
+        if self.retry_always || self.admission.half_open() >= UNDER_LOAD {
+            let secs = now.as_nanos() / 1_000_000_000;
+            let addr = addr_bytes(from);
+            let ok = hello_retry_token(d).is_some_and(|t| self.retry.check(t, secs, id, &addr));
+            if !ok {
+                let mut out = [0u8; 64];
+                let n = retry_packet(id, &self.retry.token(secs, id, &addr), &mut out);
+                let _ = self.socket.send(from, &out[..n], n);
+                return;
+            }
         }
         let sessions = &self.sessions;
-        let verdict = self.admission.hello(header.session, from.ip(), |id| {
+        let verdict = self.admission.hello(id, from.ip(), |id| {
             sessions.get(&id).is_some_and(|s| !s.validated)
         });
         match verdict {
-            Verdict::Ended => return self.answer_ended(from, header.session),
+            Verdict::Ended => return self.answer_ended(from, id),
             Verdict::Ignore => return,
             Verdict::Open(evict) => {
                 if let Some(old) = evict {
@@ -256,15 +333,55 @@ impl Server {
                 }
             }
         }
+        let hello = match open_hello(&self.identity.private, d, crate::random::bytes32()) {
+            Ok(h) => h,
+            Err(HelloRefusal::NotForThisKey) => {
+                // The client pinned another key: tell it ours, so it can say so (§9.6).
+                let mut out = [0u8; 64];
+                let n = identity_packet(id, &self.identity.public.0, &mut out);
+                let _ = self.socket.send(from, &out[..n], n);
+                return;
+            }
+            Err(HelloRefusal::Malformed(_)) => return,
+        };
+        let grant = self.access.decide(&hello.client_key(), &hello.auth());
         let cfg = ReceiverConfig {
             resume: !self.ctx.discard,
             ..ReceiverConfig::default()
         };
-        if let Ok(rx) = Receiver::accept(cfg, now, d, crate::random::u64()) {
-            self.admission.opened(now, header.session, from.ip());
-            self.sessions
-                .insert(header.session, Session::new(rx, from, now));
+        let Ok(rx) = SecureReceiver::accept(cfg, now, hello, crate::random::u64()) else {
+            return;
+        };
+        let mut root = self.ctx.root.clone();
+        let mut who = PublicKey(rx.client_key()).fingerprint();
+        // A refusal travels inside the handshake's answer, authenticated (§9.2).
+        let refusal = match grant {
+            Err(msg) => Some(msg),
+            Ok(g) => {
+                who = g.who;
+                match (&g.dir, g.may_send) {
+                    (_, false) => Some("this key may only fetch files (get-only)".to_owned()),
+                    (Some(dir), true) => match Root::new(&root.path().join(dir)) {
+                        Ok(r) => {
+                            root = r;
+                            None
+                        }
+                        Err(_) => Some(format!(
+                            "the directory '{dir}' this key is confined to does not exist on \
+                             the server"
+                        )),
+                    },
+                    (None, true) => None,
+                }
+            }
+        };
+        let mut session = Session::new(rx, from, now, root, who);
+        if let Some(msg) = refusal {
+            session.rx.inner_mut().close(CloseCode::Refused, &msg);
+            session.error = Some(format!("refused: {msg}"));
         }
+        self.admission.opened(now, id, from.ip());
+        self.sessions.insert(id, session);
     }
 
     /// A HELLO for a session that ended (delayed in the network, or a sender that reused its
@@ -272,6 +389,8 @@ impl Server {
     /// full-size HELLO gets here, so the answer is never larger than the packet.
     fn answer_ended(&self, from: SocketAddr, id: u32) {
         let mut out = [0u8; 128];
+        // In the clear (the session's keys are gone): the client accepts a clear CLOSE only
+        // while it is still in its handshake (§9.6).
         let reason = "this session has ended; a new session needs a new session ID";
         if let Ok(n) = Close::datagram(&mut out, id, 0, CloseCode::Refused, reason) {
             let _ = self.socket.send(from, &out[..n], n);
@@ -299,7 +418,7 @@ impl Server {
                     other != id && s.peer.ip() == ip && s.targets.iter().any(|p| paths.contains(p));
                 if shares {
                     let msg = "superseded: a newer transfer of the same files started".to_owned();
-                    s.rx.close(CloseCode::Application, &msg);
+                    s.rx.inner_mut().close(CloseCode::Application, &msg);
                     s.error.get_or_insert(msg);
                     if let Some(sink) = s.sink.as_mut() {
                         sink.abort(true);

@@ -3,7 +3,8 @@
 use std::net::SocketAddr;
 
 use spate_proto::wire::CloseCode;
-use spate_proto::{Instant, Receiver, ReceiverEvent};
+use spate_proto::secure::SecureReceiver;
+use spate_proto::{Instant, ReceiverEvent};
 
 use super::limits::Limits;
 use super::SessionLog;
@@ -13,6 +14,7 @@ use crate::udp::Socket;
 
 /// What the sessions of a server share: where they write, how, and within which limits.
 pub(super) struct Ctx {
+    /// The server's root (a session may be confined below it, [`Session::root`]).
     pub root: Root,
     pub pool: WriterPool,
     pub limits: Limits,
@@ -23,8 +25,13 @@ pub(super) struct Ctx {
 }
 
 pub(super) struct Session {
-    pub rx: Receiver,
+    pub rx: SecureReceiver,
     pub peer: SocketAddr,
+    /// Where this session writes: the server's root, or the directory below it that the
+    /// client's key is confined to (`dir=` in authorized_keys).
+    pub root: Root,
+    /// The client, for the log: its key's fingerprint and comment.
+    pub who: String,
     pub started: Instant,
     /// The sender proved its address (counted among the validated sessions).
     pub validated: bool,
@@ -46,10 +53,12 @@ pub(super) struct Session {
 }
 
 impl Session {
-    pub fn new(rx: Receiver, peer: SocketAddr, now: Instant) -> Session {
+    pub fn new(rx: SecureReceiver, peer: SocketAddr, now: Instant, root: Root, who: String) -> Session {
         Session {
             rx,
             peer,
+            root,
+            who,
             started: now,
             validated: false,
             sink: None,
@@ -71,8 +80,8 @@ impl Session {
         out: &mut [u8],
         ctx: &mut Ctx,
     ) -> std::io::Result<()> {
-        if self.rx.poll_timeout().is_some_and(|t| t <= now) {
-            self.rx.handle_timeout(now);
+        if self.rx.inner().poll_timeout().is_some_and(|t| t <= now) {
+            self.rx.inner_mut().handle_timeout(now);
         }
         self.drain_events(ctx);
         while let Some(o) = self.sink.as_mut().and_then(Sink::poll) {
@@ -83,23 +92,23 @@ impl Session {
                     damaged_blocks,
                 } => {
                     self.damaged_blocks = damaged_blocks;
-                    self.rx.resume(now, ranges);
+                    self.rx.inner_mut().resume(now, ranges);
                     self.drain_events(ctx);
                 }
                 Outcome::Refused(msg) => {
                     let msg = format!("refused: {msg}");
-                    self.rx.close(CloseCode::Refused, &msg);
+                    self.rx.inner_mut().close(CloseCode::Refused, &msg);
                     self.error.get_or_insert(msg);
                 }
                 Outcome::Failed(msg) => {
-                    self.rx.close(CloseCode::Application, &msg);
+                    self.rx.inner_mut().close(CloseCode::Application, &msg);
                     self.abort_sink(msg);
                 }
             }
         }
-        let objects = self.rx.manifest().map_or(usize::MAX, |m| m.entries.len());
+        let objects = self.rx.inner().manifest().map_or(usize::MAX, |m| m.entries.len());
         if self.all_received && self.placed == objects {
-            self.rx.confirm(now);
+            self.rx.inner_mut().confirm(now);
         }
         while let Some(t) = self.rx.poll_transmit(now, out) {
             socket.send(self.peer, &out[..t.len], t.segment_size)?;
@@ -111,7 +120,7 @@ impl Session {
     /// resume, else they are removed.
     pub fn abort_sink(&mut self, why: String) {
         self.error.get_or_insert(why);
-        let keep = self.rx.resumes();
+        let keep = self.rx.inner().resumes();
         if let Some(s) = self.sink.as_mut() {
             s.abort(keep);
         }
@@ -119,12 +128,12 @@ impl Session {
 
     fn refuse(&mut self, why: String) {
         let msg = format!("refused: {why}");
-        self.rx.close(CloseCode::Refused, &msg);
+        self.rx.inner_mut().close(CloseCode::Refused, &msg);
         self.error.get_or_insert(msg);
     }
 
     pub fn drain_events(&mut self, ctx: &mut Ctx) {
-        while let Some(e) = self.rx.poll_event() {
+        while let Some(e) = self.rx.inner_mut().poll_event() {
             match e {
                 ReceiverEvent::ManifestReady => self.on_manifest(ctx),
                 ReceiverEvent::ObjectComplete(_) if ctx.discard => self.placed += 1,
@@ -142,18 +151,18 @@ impl Session {
     /// limits, then start the writer (a resuming session first lets the server supersede
     /// older sessions of the same files).
     fn on_manifest(&mut self, ctx: &mut Ctx) {
-        let Some(m) = self.rx.manifest() else {
+        let Some(m) = self.rx.inner().manifest() else {
             return;
         };
-        let targets = ctx.root.placed_paths(m);
+        let targets = self.root.placed_paths(m);
         if let Some(why) = ctx.limits.check(m, &targets) {
             return self.refuse(why);
         }
         let claim = m.total_bytes();
-        let free = if self.rx.wants_resume() || ctx.discard {
+        let free = if self.rx.inner().wants_resume() || ctx.discard {
             None
         } else {
-            super::limits::free_space(ctx.root.path())
+            super::limits::free_space(self.root.path())
         };
         if let Some(why) = ctx.limits.check_space(claim, ctx.claimed, free) {
             return self.refuse(why);
@@ -164,7 +173,7 @@ impl Session {
         if ctx.discard {
             return;
         }
-        if self.rx.wants_resume() {
+        if self.rx.inner().wants_resume() {
             self.wants_writer = true;
         } else {
             self.start_sink(ctx, false);
@@ -172,10 +181,10 @@ impl Session {
     }
 
     pub fn start_sink(&mut self, ctx: &Ctx, resume: bool) {
-        let Some(m) = self.rx.manifest() else {
+        let Some(m) = self.rx.inner().manifest() else {
             return;
         };
-        let mut sink = Sink::start(&ctx.pool, ctx.root.clone(), m, &self.targets, resume);
+        let mut sink = Sink::start(&ctx.pool, self.root.clone(), m, &self.targets, resume);
         for o in self.complete_before_sink.drain(..) {
             sink.finish(o);
         }
@@ -184,11 +193,14 @@ impl Session {
 
     pub fn log(&self, now: Instant) -> SessionLog {
         SessionLog {
-            session: self.rx.session_id(),
+            session: self.rx.inner().session_id(),
             peer: self.peer,
+            client: self.who.clone(),
+            cipher: self.rx.cipher().name(),
+            dropped_not_authentic: self.rx.secure_stats().not_authentic,
             objects: self.placed,
-            bytes: self.rx.stats().delivered_bytes,
-            resumed: self.rx.stats().resumed_bytes,
+            bytes: self.rx.inner().stats().delivered_bytes,
+            resumed: self.rx.inner().stats().resumed_bytes,
             damaged_blocks: self.damaged_blocks,
             seconds: now.saturating_since(self.started).as_secs_f64(),
             error: self.error.clone(),

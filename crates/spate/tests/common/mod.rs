@@ -10,6 +10,37 @@ use std::time::{Duration, Instant};
 
 pub const SPATE: &str = env!("CARGO_BIN_EXE_spate");
 
+/// The `XDG_CONFIG_HOME` of every `spate` the tests start: a client identity (`id_x25519`),
+/// an `authorized_keys` that lists it, and — once a server started — the server's key
+/// (`host_x25519`) and the client's `known_hosts`. Made once per test build, below Cargo's
+/// scratch directory for integration tests.
+pub fn config_home() -> &'static Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("spate-test-config");
+        let spate_dir = dir.join("spate");
+        let id = spate_dir.join("id_x25519");
+        if !id.exists() {
+            let out = Command::new(SPATE)
+                .env("XDG_CONFIG_HOME", &dir)
+                .args(["keygen", "--comment", "tests"])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        }
+        let public = std::fs::read_to_string(spate_dir.join("id_x25519.pub")).unwrap();
+        std::fs::write(spate_dir.join("authorized_keys"), public).unwrap();
+        dir
+    })
+}
+
+/// A `spate` command that uses the tests' identities ([`config_home`]).
+pub fn spate() -> Command {
+    let mut c = Command::new(SPATE);
+    c.env("XDG_CONFIG_HOME", config_home());
+    c
+}
+
 /// A `spate serve` process; killed when dropped. Its log lines arrive on `log`.
 pub struct Serve {
     pub child: Child,
@@ -38,7 +69,7 @@ pub fn serve(root: &Path, port: u16) -> Serve {
 
 /// A `spate serve` with `extra` options.
 pub fn serve_with(root: &Path, port: u16, extra: &[&str]) -> Serve {
-    let mut child = Command::new(SPATE)
+    let mut child = spate()
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--root"])
         .arg(root)
         .args(extra)
@@ -53,8 +84,9 @@ pub fn serve_with(root: &Path, port: u16, extra: &[&str]) -> Serve {
         }
     });
     let s = Serve { child, port, log };
-    let first = s.log.recv_timeout(Duration::from_secs(10)).unwrap();
-    assert!(first.contains("listening"), "{first}");
+    // The first line says where it listens (a line about creating its key may precede it).
+    let listening = s.wait_for("listening");
+    assert!(listening.contains("listening"), "{listening}");
     s
 }
 
