@@ -13,8 +13,8 @@ use spate_proto::secure::{
 };
 use spate_proto::wire::{self, CloseCode, Header, PacketType, MAX_PACKET_NUMBER};
 use spate_proto::{
-    Entry, Instant, Manifest, RateConfig, ReceiverConfig, ReceiverEvent, SenderConfig,
-    SenderEvent, SessionError, Source,
+    Entry, Instant, Manifest, RateConfig, ReceiverConfig, ReceiverEvent, SenderConfig, SenderEvent,
+    SessionError, Source,
 };
 
 const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
@@ -243,7 +243,11 @@ fn assert_exact(r: &Run, sizes: &[u64]) {
 #[test]
 fn a_protected_transfer_completes_and_no_datagram_carries_the_plaintext() {
     let sizes = [300_000, 0, 5_000];
-    for cipher in [Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305, Cipher::AuthOnly] {
+    for cipher in [
+        Cipher::Aes256Gcm,
+        Cipher::ChaCha20Poly1305,
+        Cipher::AuthOnly,
+    ] {
         let mut setup = Setup::new(&sizes);
         setup.cipher = cipher;
         let r = run(&setup, &mut |_, _, d| deliver(d));
@@ -335,8 +339,14 @@ fn forgeries_replays_and_bit_flips_are_dropped_and_counted() {
     // drops it before the AEAD is tried; everything else is counted by the protection).
     assert!(r.dropped.0 >= injected.0, "{:?} {injected:?}", r.dropped);
     assert!(r.dropped.1 >= injected.1, "{:?} {injected:?}", r.dropped);
-    assert!(rx.not_authentic + rx.replayed >= injected.0 * 9 / 10, "{rx:?} {injected:?}");
-    assert!(tx.not_authentic + tx.replayed >= injected.1 * 8 / 10, "{tx:?} {injected:?}");
+    assert!(
+        rx.not_authentic + rx.replayed >= injected.0 * 9 / 10,
+        "{rx:?} {injected:?}"
+    );
+    assert!(
+        tx.not_authentic + tx.replayed >= injected.1 * 8 / 10,
+        "{tx:?} {injected:?}"
+    );
     assert!(rx.replayed > 0 && tx.replayed > 0);
 }
 
@@ -376,7 +386,10 @@ fn a_client_with_a_stale_server_key_learns_the_servers_key_at_once() {
     let mut setup = Setup::new(&[1000]);
     setup.server_key_known = public_key(&[0x77; 32]);
     let r = run(&setup, &mut |_, _, d| deliver(d));
-    assert!(r.receiver.is_none(), "no session for a HELLO it cannot open");
+    assert!(
+        r.receiver.is_none(),
+        "no session for a HELLO it cannot open"
+    );
     assert!(
         r.sender_events.iter().any(|e| matches!(
             e,

@@ -92,15 +92,19 @@ impl Access {
         }
         let text = std::fs::read_to_string(&*path)
             .with_context(|| format!("cannot read '{}'", path.display()))?;
-        self.keys = parse_authorized_keys(&text)
-            .with_context(|| format!("in '{}'", path.display()))?;
+        self.keys =
+            parse_authorized_keys(&text).with_context(|| format!("in '{}'", path.display()))?;
         *seen = Some(mtime);
         Ok(())
     }
 
     /// May the client with static key `key`, which sent `auth`, use the server? A refusal is
     /// the message the client sees.
-    pub fn decide(&mut self, key: &[u8; 32], auth: &[u8; TOKEN_SECRET_LEN]) -> Result<Grant, String> {
+    pub fn decide(
+        &mut self,
+        key: &[u8; 32],
+        auth: &[u8; TOKEN_SECRET_LEN],
+    ) -> Result<Grant, String> {
         let fp = PublicKey(*key).fingerprint();
         if let Some(t) = &self.token {
             // Constant time: a wrong token reveals nothing about the right one.

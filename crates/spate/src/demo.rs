@@ -75,7 +75,12 @@ pub fn run(cfg: &DemoConfig) -> Result<DemoReport> {
     // Encrypted like any transfer (spec §9): fresh keys for both ends, nothing written to the
     // user's key files.
     let (identity, access, security) = crate::access::in_process(crate::pin::default_cipher())?;
-    let mut server = Server::bind("127.0.0.1:0".parse()?, Root::new(&dst_dir)?, identity, access)?;
+    let mut server = Server::bind(
+        "127.0.0.1:0".parse()?,
+        Root::new(&dst_dir)?,
+        identity,
+        access,
+    )?;
     let server_addr = server.local_addr();
     let stop = Arc::new(AtomicBool::new(false));
     let s = Arc::clone(&stop);

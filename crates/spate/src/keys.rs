@@ -275,7 +275,9 @@ pub fn lookup_known_host(text: &str, host: &str) -> Option<(usize, PublicKey)> {
     text.lines().enumerate().find_map(|(n, line)| {
         let w: Vec<&str> = line.split_whitespace().collect();
         match w.as_slice() {
-            [h, KEY_TYPE, k, ..] if *h == host => PublicKey::from_base64(k).ok().map(|k| (n + 1, k)),
+            [h, KEY_TYPE, k, ..] if *h == host => {
+                PublicKey::from_base64(k).ok().map(|k| (n + 1, k))
+            }
             _ => None,
         }
     })

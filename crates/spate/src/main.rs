@@ -455,7 +455,7 @@ fn serve(root: &std::path::Path, identity: spate::keys::Identity, o: &ServeOpts)
     }
     let fingerprint = identity.public.fingerprint();
     let keys = access.len();
-    let mut server = Server::bind(o.listen, root.clone(), identity, access)?.limits(o.limits.clone());
+    let mut server = Server::bind(o.listen, root.clone(), identity, access)?.limits(o.limits);
     if o.discard {
         server = server.discard();
     }

@@ -132,7 +132,8 @@ pub fn server_key(
         );
     }
     if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create '{}'", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create '{}'", dir.display()))?;
     }
     let mut f = std::fs::OpenOptions::new()
         .create(true)
@@ -169,7 +170,10 @@ pub fn identify(server: SocketAddr, timeout: Duration) -> Result<PublicKey> {
     while let Some(left) = end.checked_duration_since(Instant::now()) {
         sock.send_to(&out[..n], server)
             .with_context(|| format!("cannot send to {server}"))?;
-        sock.set_read_timeout(Some(left.min(Duration::from_millis(200)).max(Duration::from_millis(1))))?;
+        sock.set_read_timeout(Some(
+            left.min(Duration::from_millis(200))
+                .max(Duration::from_millis(1)),
+        ))?;
         let until = Instant::now() + Duration::from_millis(200);
         while Instant::now() < until {
             let Ok((len, from)) = sock.recv_from(&mut buf) else {

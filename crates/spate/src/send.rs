@@ -61,7 +61,10 @@ pub struct Security {
 impl std::fmt::Debug for Security {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Security")
-            .field("server_key", &crate::keys::PublicKey(self.server_key).fingerprint())
+            .field(
+                "server_key",
+                &crate::keys::PublicKey(self.server_key).fingerprint(),
+            )
             .field("cipher", &self.cipher)
             .finish_non_exhaustive()
     }

@@ -13,10 +13,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{free_port, run_bounded, serve};
+use spate_proto::secure::SecureSender;
 use spate_proto::wire::{self, CloseCode, Packet};
-use spate_proto::{
-    Entry, EntryKind, Manifest, RateConfig, Sender, SenderConfig, SenderEvent, Zeros,
-};
+use spate_proto::{Entry, EntryKind, Manifest, RateConfig, SenderConfig, SenderEvent, Zeros};
 
 /// Each command gets this long; a hang fails the test instead of stalling it.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -234,11 +233,12 @@ fn a_late_hello_of_an_ended_session_opens_nothing() {
         }],
     };
     let session = 0x1a7e_0001;
-    let mut sender = Sender::new(
+    let mut sender = SecureSender::new(
         SenderConfig::new(RateConfig::fixed(10_000_000)),
         session,
         &m,
         spate_proto::Instant::ZERO,
+        common::client_params(&common::client_identity()),
     )
     .unwrap();
     let clock = Instant::now();

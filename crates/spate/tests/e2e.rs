@@ -15,8 +15,8 @@ use spate::confine::Root;
 use spate::keys::{Authorized, Identity, PublicKey};
 use spate::scan;
 use spate::send::{send, Security, SendConfig, SendResult};
-use spate_proto::secure::Cipher;
 use spate::serve::{Server, SessionLog};
+use spate_proto::secure::Cipher;
 use spate_proto::{Policy, RateConfig};
 
 struct Serving {

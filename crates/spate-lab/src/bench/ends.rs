@@ -25,9 +25,9 @@ use spate::access::Access;
 use spate::confine::Root;
 use spate::keys::{Authorized, Identity};
 use spate::send::{send, send_with, Security, SendConfig};
-use spate_proto::secure::Cipher;
 use spate::serve::Server;
 use spate::udp::{RecvBatch, Socket};
+use spate_proto::secure::Cipher;
 use spate_proto::{Entry, Manifest, Policy, RateConfig, Source};
 
 /// Datagram size of the raw UDP test: the Ethernet MTU's UDP payload, as Spate sends.

@@ -196,7 +196,9 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     }
 
     // Fresh identities for the two ends (every Spate session is authenticated, spec §9).
-    let key_dir = tempfile::Builder::new().prefix("spate-bench-keys-").tempdir()?;
+    let key_dir = tempfile::Builder::new()
+        .prefix("spate-bench-keys-")
+        .tempdir()?;
     ends::write_keys(key_dir.path())?;
     let keys = key_dir.path().to_string_lossy().into_owned();
     let recv = |extra: &[&str]| -> Vec<String> {
@@ -390,12 +392,7 @@ fn write_file(path: &Path, size: u64) -> Result<()> {
 }
 
 /// Run a receiver end, then a sender end; both must finish within 5 minutes.
-fn pair(
-    place: &Place<'_>,
-    exe: &Path,
-    recv: &[String],
-    send: &[String],
-) -> Result<(Value, Value)> {
+fn pair(place: &Place<'_>, exe: &Path, recv: &[String], send: &[String]) -> Result<(Value, Value)> {
     let spawn = |ns: Option<&str>, args: &[String]| -> Result<Child> {
         place
             .command(ns, exe)

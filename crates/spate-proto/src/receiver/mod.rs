@@ -23,13 +23,13 @@ use core::ops::Range;
 use core::time::Duration;
 use std::collections::VecDeque;
 
+use crate::config::Overhead;
 use crate::config::ReceiverConfig;
 use crate::event::{DropReason, ReceiverEvent, SessionError};
 use crate::manifest::{EntryKind, Manifest, MAX_MANIFEST_BYTES};
 use crate::pn::PacketNumbers;
 use crate::ranges::RangeSet;
 use crate::time::Instant;
-use crate::config::Overhead;
 use crate::wire::{self, CloseCode, Data, Hello, Packet, CIPHER_NONE};
 
 /// New object bytes in the datagram just handled, to be written by the caller.

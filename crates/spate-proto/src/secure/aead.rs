@@ -136,7 +136,11 @@ mod tests {
 
     #[test]
     fn every_cipher_round_trips_and_rejects_any_flipped_bit() {
-        for cipher in [Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305, Cipher::AuthOnly] {
+        for cipher in [
+            Cipher::Aes256Gcm,
+            Cipher::ChaCha20Poly1305,
+            Cipher::AuthOnly,
+        ] {
             let k = PacketKey::new(cipher, &[7; 32], [9; 12]);
             let body = b"the quick brown fox jumps over the lazy dog";
             let mut p = packet(body);

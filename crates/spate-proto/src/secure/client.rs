@@ -315,7 +315,8 @@ impl SecureSender {
         let Some(n) = open.open(pn, datagram) else {
             self.stats.not_authentic += 1;
             if self.stats.not_authentic >= INTEGRITY_LIMIT {
-                self.inner.close(CloseCode::Application, "AEAD integrity limit reached");
+                self.inner
+                    .close(CloseCode::Application, "AEAD integrity limit reached");
             }
             return Err(DropReason::NotAuthentic);
         };

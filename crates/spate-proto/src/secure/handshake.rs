@@ -103,10 +103,7 @@ impl CryptoResolver for Resolver {
         DefaultResolver.resolve_hash(choice)
     }
 
-    fn resolve_cipher(
-        &self,
-        choice: &snow::params::CipherChoice,
-    ) -> Option<Box<dyn NoiseCipher>> {
+    fn resolve_cipher(&self, choice: &snow::params::CipherChoice) -> Option<Box<dyn NoiseCipher>> {
         DefaultResolver.resolve_cipher(choice)
     }
 }

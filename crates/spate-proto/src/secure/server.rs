@@ -50,7 +50,12 @@ pub struct OpenedHello {
 impl OpenedHello {
     /// The session id.
     pub fn session(&self) -> u32 {
-        u32::from_be_bytes([self.packet[2], self.packet[3], self.packet[4], self.packet[5]])
+        u32::from_be_bytes([
+            self.packet[2],
+            self.packet[3],
+            self.packet[4],
+            self.packet[5],
+        ])
     }
 
     /// The client's static public key, proven by the handshake.

@@ -25,8 +25,8 @@ use crate::event::SessionError;
 use crate::recovery::{Chunk, SentKind};
 use crate::time::Instant;
 use crate::wire::{
-    Close, CloseCode, Data, DataFlags, Header, Hello, PacketType, Ping, DATA_OVERHEAD,
-    HEADER_LEN, HELLO_RESUME, HELLO_VERIFY, IP_UDP_OVERHEAD,
+    Close, CloseCode, Data, DataFlags, Header, Hello, PacketType, Ping, DATA_OVERHEAD, HEADER_LEN,
+    HELLO_RESUME, HELLO_VERIFY, IP_UDP_OVERHEAD,
 };
 
 impl Sender {

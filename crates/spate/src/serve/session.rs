@@ -2,8 +2,8 @@
 
 use std::net::SocketAddr;
 
-use spate_proto::wire::CloseCode;
 use spate_proto::secure::SecureReceiver;
+use spate_proto::wire::CloseCode;
 use spate_proto::{Instant, ReceiverEvent};
 
 use super::limits::Limits;
@@ -53,7 +53,13 @@ pub(super) struct Session {
 }
 
 impl Session {
-    pub fn new(rx: SecureReceiver, peer: SocketAddr, now: Instant, root: Root, who: String) -> Session {
+    pub fn new(
+        rx: SecureReceiver,
+        peer: SocketAddr,
+        now: Instant,
+        root: Root,
+        who: String,
+    ) -> Session {
         Session {
             rx,
             peer,
@@ -106,7 +112,11 @@ impl Session {
                 }
             }
         }
-        let objects = self.rx.inner().manifest().map_or(usize::MAX, |m| m.entries.len());
+        let objects = self
+            .rx
+            .inner()
+            .manifest()
+            .map_or(usize::MAX, |m| m.entries.len());
         if self.all_received && self.placed == objects {
             self.rx.inner_mut().confirm(now);
         }

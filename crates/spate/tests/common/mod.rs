@@ -34,6 +34,30 @@ pub fn config_home() -> &'static Path {
     })
 }
 
+/// The tests' client identity (authorized on every test server).
+pub fn client_identity() -> spate::keys::Identity {
+    spate::keys::Identity::load(&config_home().join("spate/id_x25519")).unwrap()
+}
+
+/// The test servers' public key (they share `host_x25519`; call after a server started).
+pub fn server_key() -> [u8; 32] {
+    spate::keys::Identity::load(&config_home().join("spate/host_x25519"))
+        .unwrap()
+        .public
+        .0
+}
+
+/// Protection parameters of a client with `identity` for the test servers.
+pub fn client_params(identity: &spate::keys::Identity) -> spate_proto::secure::ClientParams {
+    spate_proto::secure::ClientParams {
+        cipher: spate_proto::secure::Cipher::Aes256Gcm,
+        local_private: identity.private,
+        server_public: server_key(),
+        auth: [0; 16],
+        seed: spate::random::bytes32(),
+    }
+}
+
 /// A `spate` command that uses the tests' identities ([`config_home`]).
 pub fn spate() -> Command {
     let mut c = Command::new(SPATE);
