@@ -537,6 +537,7 @@ pub fn files() -> Vec<(String, String)> {
         .map(|v| (format!("{}.txt", v.name), v.text()))
         .collect();
     out.push(("vectors.json".into(), json(&vs)));
+    out.push(("handshake.txt".into(), crate::secure::vector::text()));
     out
 }
 

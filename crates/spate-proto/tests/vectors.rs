@@ -54,3 +54,11 @@ fn the_text_files_parse_as_written() {
         }
     }
 }
+
+/// `handshake.txt` (spec §9, Appendix B) is what the reference computes from its inputs.
+#[test]
+fn the_handshake_vector_is_current() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/test-vectors");
+    let text = std::fs::read_to_string(dir.join("handshake.txt")).unwrap();
+    spate_proto::secure::vector::check(&text).unwrap();
+}

@@ -35,6 +35,7 @@
 //! | `retry.rs` | stateless RETRY tokens |
 //! | `client.rs` | [`SecureSender`]: a [`Sender`](crate::Sender) behind the protection |
 //! | `server.rs` | [`open_hello`], [`SecureReceiver`] and the server's stateless answers |
+//! | `vector.rs` | the handshake test vector (`docs/test-vectors/handshake.txt`) |
 //!
 //! The wrappers leave the sessions untouched: a session configured with
 //! [`Overhead::SEALED`](crate::config::Overhead::SEALED) leaves room for the tag after every
@@ -54,6 +55,7 @@ mod replay;
 mod retry;
 mod schedule;
 mod server;
+pub mod vector;
 
 pub use aead::Cipher;
 pub use client::{ClientParams, SecureSender, SecureStats};

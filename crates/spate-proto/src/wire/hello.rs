@@ -9,7 +9,7 @@
 //! ```text
 //! HELLO body:
 //!   Max Datagram (16)            largest UDP payload the sender will send
-//!   Cipher (8)                   0 = none (v1); other values reserved for §8.2
+//!   Cipher (8)                   0 = unprotected; 1–3 the packet cipher of §9.4
 //!   Feedback Interval (varint)   µs between receiver reports while data flows
 //!   Idle Timeout (varint)        ms of silence after which the session fails
 //!   Object Count (varint)        number of manifest entries

@@ -47,6 +47,15 @@ pub fn server_key() -> [u8; 32] {
         .0
 }
 
+/// The test servers' public key, created (by `spate serve --print-key`) if no server ran yet.
+pub fn server_key_or_start() -> [u8; 32] {
+    if !config_home().join("spate/host_x25519").exists() {
+        let out = spate().args(["serve", "--print-key"]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    server_key()
+}
+
 /// Protection parameters of a client with `identity` for the test servers.
 pub fn client_params(identity: &spate::keys::Identity) -> spate_proto::secure::ClientParams {
     spate_proto::secure::ClientParams {
