@@ -66,13 +66,14 @@ fn accept_packet() -> Vec<u8> {
 
 /// Every value of the vector, in order: (name, bytes).
 pub fn values() -> Vec<(&'static str, Vec<u8>)> {
-    let mut v: Vec<(&'static str, Vec<u8>)> = Vec::new();
-    v.push(("client static private", CLIENT_STATIC.to_vec()));
-    v.push(("client static public", public_key(&CLIENT_STATIC).to_vec()));
-    v.push(("server static private", SERVER_STATIC.to_vec()));
-    v.push(("server static public", public_key(&SERVER_STATIC).to_vec()));
-    v.push(("client ephemeral private", ephemeral(&CLIENT_SEED).to_vec()));
-    v.push(("server ephemeral private", ephemeral(&SERVER_SEED).to_vec()));
+    let mut v: Vec<(&'static str, Vec<u8>)> = vec![
+        ("client static private", CLIENT_STATIC.to_vec()),
+        ("client static public", public_key(&CLIENT_STATIC).to_vec()),
+        ("server static private", SERVER_STATIC.to_vec()),
+        ("server static public", public_key(&SERVER_STATIC).to_vec()),
+        ("client ephemeral private", ephemeral(&CLIENT_SEED).to_vec()),
+        ("server ephemeral private", ephemeral(&SERVER_SEED).to_vec()),
+    ];
     let outer = header(PacketType::Hello as u8, 0, 0);
     let mut outer_a = [0u8; HEADER_LEN];
     outer_a.copy_from_slice(&outer);
