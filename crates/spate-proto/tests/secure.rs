@@ -481,3 +481,83 @@ fn wire_header_parse_is_unchanged_for_sealed_packets() {
     assert_eq!((h.session, h.pn), (SESSION, 77));
     let _ = wire::HEADER_LEN;
 }
+
+/// A HELLO datagram that is a valid Noise message 1 around the plaintext `payload`.
+fn hello_around(payload: &[u8]) -> Vec<u8> {
+    let header = [1u8, 1, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0];
+    let mut prologue = spate_proto::secure::PROLOGUE_LABEL.to_vec();
+    prologue.extend_from_slice(&header);
+    let mut i = snow::Builder::new(spate_proto::secure::NOISE_PARAMS.parse().unwrap())
+        .local_private_key(&CLIENT)
+        .remote_public_key(&public_key(&SERVER))
+        .prologue(&prologue)
+        .fixed_ephemeral_key_for_testing_only(&[8; 32])
+        .build_initiator()
+        .unwrap();
+    let mut p = payload.to_vec();
+    p.resize(1232 - 12 - 24 - 96, 0);
+    let mut d = header.to_vec();
+    d.extend_from_slice(&[0; 24]);
+    let mut m = vec![0u8; 2048];
+    let n = i.write_message(&p, &mut m).unwrap();
+    d.extend_from_slice(&m[..n]);
+    d
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    /// What the fuzz targets `handshake` and `hello_plaintext` do, run here on every test run:
+    /// any bytes as a HELLO datagram, any plaintext behind a valid message 1, any bytes as the
+    /// server's answer and as packets of an open session — nothing panics, and a HELLO opens
+    /// only if its plaintext is this session's HELLO packet.
+    #[test]
+    fn handshake_messages_never_panic(
+        raw in proptest::collection::vec(any::<u8>(), 0..1500),
+        plain in proptest::collection::vec(any::<u8>(), 0..1200),
+    ) {
+        let _ = open_hello(&SERVER, &raw, [1; 32]);
+        let mut inner = plain.clone();
+        if let Ok(h) = open_hello(&SERVER, &hello_around(&inner), [2; 32]) {
+            prop_assert_eq!(&h.packet()[..6], &[1, 1, 0, 0, 0, 9][..]);
+            if let Ok(mut r) = SecureReceiver::accept(ReceiverConfig::default(), Instant::ZERO, h, 3) {
+                let mut buf = vec![0u8; 70_000];
+                while r.poll_transmit(Instant::ZERO, &mut buf).is_some() {}
+                let _ = r.handle_datagram(Instant::from_millis(1), &mut inner);
+            }
+        }
+        // The client side in its handshake, and after it.
+        let m = Manifest::new(vec![Entry::file("f", 10)]);
+        let params = ClientParams {
+            cipher: Cipher::Aes256Gcm,
+            local_private: CLIENT,
+            server_public: public_key(&SERVER),
+            auth: [0; 16],
+            seed: [7; 32],
+        };
+        let mut c = SecureSender::new(SenderConfig::new(RateConfig::fixed(1_000_000)), 9, &m, Instant::ZERO, params).unwrap();
+        let mut buf = vec![0u8; 1500];
+        let _ = c.poll_transmit(Instant::ZERO, &mut buf, &mut Pattern);
+        let mut answer = raw.clone();
+        if answer.len() >= 6 {
+            answer[2..6].copy_from_slice(&9u32.to_be_bytes());
+        }
+        let _ = c.handle_datagram(Instant::ZERO, &mut answer);
+    }
+}
+
+#[test]
+fn a_hello_whose_packet_is_not_this_sessions_hello_is_refused() {
+    // The right layout but an inner packet of another session, or not a HELLO.
+    let mut p = vec![0u8; 16];
+    p.extend_from_slice(&[1, 1, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0]);
+    assert!(matches!(
+        open_hello(&SERVER, &hello_around(&p), [2; 32]),
+        Err(HelloRefusal::Malformed(_))
+    ));
+    let mut p = vec![0u8; 16];
+    p.extend_from_slice(&[1, 3, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0]);
+    assert!(matches!(
+        open_hello(&SERVER, &hello_around(&p), [2; 32]),
+        Err(HelloRefusal::Malformed(_))
+    ));
+}
