@@ -306,6 +306,8 @@ fn a_flood_neither_corrupts_nor_slows_transfers() {
     let p = Paced::new(11);
     let (server, run, root) = (p.server(), |dest: &str| p.run(dest), &p.root);
     let base: Vec<f64> = (0..3).map(|i| run(&format!("base{i}/"))).collect();
+    let pid = p.s.child.id();
+    let cpu0 = cpu_seconds(pid);
     let stop = Arc::new(AtomicBool::new(false));
     let flooder = {
         let stop = stop.clone();
@@ -318,11 +320,13 @@ fn a_flood_neither_corrupts_nor_slows_transfers() {
     }
     stop.store(true, Ordering::Relaxed);
     let packets = flooder.join().unwrap();
+    let flood_cpu = cpu_seconds(pid) - cpu0;
     let after = median((0..3).map(|i| run(&format!("after{i}/"))).collect());
     let (b, d) = (median(base), median(during.clone()));
     eprintln!(
         "flood of {packets} packets in 30 s: transfer {b:.2} s before, {d:.2} s during \
-         (median of {}), {after:.2} s after (medians of 3)",
+         (median of {}), {after:.2} s after (medians of 3); server CPU during the flood and \
+         the transfers beside it: {flood_cpu:.1} s",
         during.len()
     );
     assert!(d <= 1.2 * b, "slowed by the flood: {d:.2} s vs {b:.2} s");
@@ -399,6 +403,16 @@ fn drive(
         snd.handle_timeout(now());
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// User + system CPU seconds of a process so far (from /proc; clock ticks of 10 ms).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
 }
 
 /// Resident and peak memory of a process, KiB.
