@@ -23,6 +23,7 @@
 //! | [`pacer`], [`cc`] | when packets leave: pacing and rate controllers |
 //! | [`Sender`], [`Receiver`] | the two ends of a session |
 //! | [`secure`] | the handshake and packet protection around them (§9) |
+//! | [`endpoint`] | a server's sessions: lookup, admission, protection (§4.1, §4.8, §9) |
 //! | [`vectors`] | byte-exact test vectors for other implementations (`docs/test-vectors/`) |
 //!
 //! ## Driving a session
@@ -38,6 +39,7 @@
 pub mod cc;
 mod codec;
 pub mod config;
+pub mod endpoint;
 pub mod event;
 pub mod manifest;
 pub mod pacer;

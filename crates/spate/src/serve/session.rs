@@ -1,8 +1,6 @@
-//! One session of the server: its protocol state, its writer, and how its events are handled.
+//! One session of the server: its state beside the protocol's (where it writes, its writer,
+//! what it claims), and how its events and writer outcomes are handled.
 
-use std::net::SocketAddr;
-
-use spate_proto::secure::SecureReceiver;
 use spate_proto::wire::CloseCode;
 use spate_proto::{Instant, ReceiverEvent};
 
@@ -24,17 +22,13 @@ pub(super) struct Ctx {
     pub claimed: u64,
 }
 
+/// The server's state of one session, beside the protocol's (`Slot::app`).
 pub(super) struct Session {
-    pub rx: SecureReceiver,
-    pub peer: SocketAddr,
     /// Where this session writes: the server's root, or the directory below it that the
     /// client's key is confined to (`dir=` in authorized_keys).
     pub root: Root,
     /// The client, for the log: its key's fingerprint and comment.
     pub who: String,
-    pub started: Instant,
-    /// The sender proved its address (counted among the validated sessions).
-    pub validated: bool,
     pub sink: Option<Sink>,
     placed: usize,
     all_received: bool,
@@ -52,25 +46,18 @@ pub(super) struct Session {
     pub wants_writer: bool,
 }
 
+/// A session as the endpoint keeps it: the protocol's state and ours.
+pub(super) type Slot = spate_proto::endpoint::Slot<Session>;
+
 impl Session {
-    pub fn new(
-        rx: SecureReceiver,
-        peer: SocketAddr,
-        now: Instant,
-        root: Root,
-        who: String,
-    ) -> Session {
+    pub fn new(root: Root, who: String, refused: Option<&str>) -> Session {
         Session {
-            rx,
-            peer,
             root,
             who,
-            started: now,
-            validated: false,
             sink: None,
             placed: 0,
             all_received: false,
-            error: None,
+            error: refused.map(|r| format!("refused: {r}")),
             damaged_blocks: 0,
             complete_before_sink: Vec::new(),
             targets: Vec::new(),
@@ -78,142 +65,149 @@ impl Session {
             wants_writer: false,
         }
     }
+}
 
-    pub fn step(
-        &mut self,
-        now: Instant,
-        socket: &Socket,
-        out: &mut [u8],
-        ctx: &mut Ctx,
-    ) -> std::io::Result<()> {
-        if self.rx.inner().poll_timeout().is_some_and(|t| t <= now) {
-            self.rx.inner_mut().handle_timeout(now);
-        }
-        self.drain_events(ctx);
-        while let Some(o) = self.sink.as_mut().and_then(Sink::poll) {
-            match o {
-                Outcome::Done(_) => self.placed += 1,
-                Outcome::Held {
-                    ranges,
-                    damaged_blocks,
-                } => {
-                    self.damaged_blocks = damaged_blocks;
-                    self.rx.inner_mut().resume(now, ranges);
-                    self.drain_events(ctx);
-                }
-                Outcome::Refused(msg) => {
-                    let msg = format!("refused: {msg}");
-                    self.rx.inner_mut().close(CloseCode::Refused, &msg);
-                    self.error.get_or_insert(msg);
-                }
-                Outcome::Failed(msg) => {
-                    self.rx.inner_mut().close(CloseCode::Application, &msg);
-                    self.abort_sink(msg);
-                }
+/// Run a session's timers, relay its writer's outcomes, and send what it has to send.
+pub(super) fn step(
+    slot: &mut Slot,
+    now: Instant,
+    socket: &Socket,
+    out: &mut [u8],
+    ctx: &mut Ctx,
+) -> std::io::Result<()> {
+    if slot.rx.inner().poll_timeout().is_some_and(|t| t <= now) {
+        slot.rx.inner_mut().handle_timeout(now);
+    }
+    drain_events(slot, ctx);
+    while let Some(o) = slot.app.sink.as_mut().and_then(Sink::poll) {
+        match o {
+            Outcome::Done(_) => slot.app.placed += 1,
+            Outcome::Held {
+                ranges,
+                damaged_blocks,
+            } => {
+                slot.app.damaged_blocks = damaged_blocks;
+                slot.rx.inner_mut().resume(now, ranges);
+                drain_events(slot, ctx);
             }
-        }
-        let objects = self
-            .rx
-            .inner()
-            .manifest()
-            .map_or(usize::MAX, |m| m.entries.len());
-        if self.all_received && self.placed == objects {
-            self.rx.inner_mut().confirm(now);
-        }
-        while let Some(t) = self.rx.poll_transmit(now, out) {
-            socket.send(self.peer, &out[..t.len], t.segment_size)?;
-        }
-        Ok(())
-    }
-
-    /// The session failed with `why` (the first reason is kept): partial files stay for a
-    /// resume, else they are removed.
-    pub fn abort_sink(&mut self, why: String) {
-        self.error.get_or_insert(why);
-        let keep = self.rx.inner().resumes();
-        if let Some(s) = self.sink.as_mut() {
-            s.abort(keep);
-        }
-    }
-
-    fn refuse(&mut self, why: String) {
-        let msg = format!("refused: {why}");
-        self.rx.inner_mut().close(CloseCode::Refused, &msg);
-        self.error.get_or_insert(msg);
-    }
-
-    pub fn drain_events(&mut self, ctx: &mut Ctx) {
-        while let Some(e) = self.rx.inner_mut().poll_event() {
-            match e {
-                ReceiverEvent::ManifestReady => self.on_manifest(ctx),
-                ReceiverEvent::ObjectComplete(_) if ctx.discard => self.placed += 1,
-                ReceiverEvent::ObjectComplete(o) => match self.sink.as_mut() {
-                    Some(s) => s.finish(o),
-                    None => self.complete_before_sink.push(o),
-                },
-                ReceiverEvent::Complete => self.all_received = true,
-                ReceiverEvent::Failed(err) => self.abort_sink(err.to_string()),
+            Outcome::Refused(msg) => {
+                let msg = format!("refused: {msg}");
+                slot.rx.inner_mut().close(CloseCode::Refused, &msg);
+                slot.app.error.get_or_insert(msg);
+            }
+            Outcome::Failed(msg) => {
+                slot.rx.inner_mut().close(CloseCode::Application, &msg);
+                abort_sink(slot, msg);
             }
         }
     }
+    let objects = slot
+        .rx
+        .inner()
+        .manifest()
+        .map_or(usize::MAX, |m| m.entries.len());
+    if slot.app.all_received && slot.app.placed == objects {
+        slot.rx.inner_mut().confirm(now);
+    }
+    while let Some(t) = slot.rx.poll_transmit(now, out) {
+        socket.send(slot.peer, &out[..t.len], t.segment_size)?;
+    }
+    Ok(())
+}
 
-    /// The manifest is here (and the sender's address validated): check it against the
-    /// limits, then start the writer (a resuming session first lets the server supersede
-    /// older sessions of the same files).
-    fn on_manifest(&mut self, ctx: &mut Ctx) {
-        let Some(m) = self.rx.inner().manifest() else {
-            return;
-        };
-        let targets = self.root.placed_paths(m);
-        if let Some(why) = ctx.limits.check(m, &targets) {
-            return self.refuse(why);
-        }
-        let claim = m.total_bytes();
-        let free = if self.rx.inner().wants_resume() || ctx.discard {
-            None
-        } else {
-            super::limits::free_space(self.root.path())
-        };
-        if let Some(why) = ctx.limits.check_space(claim, ctx.claimed, free) {
-            return self.refuse(why);
-        }
-        self.claimed = claim;
-        ctx.claimed += claim;
-        self.targets = targets;
-        if ctx.discard {
-            return;
-        }
-        if self.rx.inner().wants_resume() {
-            self.wants_writer = true;
-        } else {
-            self.start_sink(ctx, false);
+/// The session failed with `why` (the first reason is kept): partial files stay for a
+/// resume, else they are removed.
+pub(super) fn abort_sink(slot: &mut Slot, why: String) {
+    slot.app.error.get_or_insert(why);
+    let keep = slot.rx.inner().resumes();
+    if let Some(s) = slot.app.sink.as_mut() {
+        s.abort(keep);
+    }
+}
+
+fn refuse(slot: &mut Slot, why: String) {
+    let msg = format!("refused: {why}");
+    slot.rx.inner_mut().close(CloseCode::Refused, &msg);
+    slot.app.error.get_or_insert(msg);
+}
+
+pub(super) fn drain_events(slot: &mut Slot, ctx: &mut Ctx) {
+    while let Some(e) = slot.rx.inner_mut().poll_event() {
+        match e {
+            ReceiverEvent::ManifestReady => on_manifest(slot, ctx),
+            ReceiverEvent::ObjectComplete(_) if ctx.discard => slot.app.placed += 1,
+            ReceiverEvent::ObjectComplete(o) => match slot.app.sink.as_mut() {
+                Some(s) => s.finish(o),
+                None => slot.app.complete_before_sink.push(o),
+            },
+            ReceiverEvent::Complete => slot.app.all_received = true,
+            ReceiverEvent::Failed(err) => abort_sink(slot, err.to_string()),
         }
     }
+}
 
-    pub fn start_sink(&mut self, ctx: &Ctx, resume: bool) {
-        let Some(m) = self.rx.inner().manifest() else {
-            return;
-        };
-        let mut sink = Sink::start(&ctx.pool, self.root.clone(), m, &self.targets, resume);
-        for o in self.complete_before_sink.drain(..) {
-            sink.finish(o);
-        }
-        self.sink = Some(sink);
+/// The manifest is here (and the sender's address validated): check it against the
+/// limits, then start the writer (a resuming session first lets the server supersede
+/// older sessions of the same files).
+fn on_manifest(slot: &mut Slot, ctx: &mut Ctx) {
+    let Some(m) = slot.rx.inner().manifest() else {
+        return;
+    };
+    let targets = slot.app.root.placed_paths(m);
+    if let Some(why) = ctx.limits.check(m, &targets) {
+        return refuse(slot, why);
     }
+    let claim = m.total_bytes();
+    let free = if slot.rx.inner().wants_resume() || ctx.discard {
+        None
+    } else {
+        super::limits::free_space(slot.app.root.path())
+    };
+    if let Some(why) = ctx.limits.check_space(claim, ctx.claimed, free) {
+        return refuse(slot, why);
+    }
+    slot.app.claimed = claim;
+    ctx.claimed += claim;
+    slot.app.targets = targets;
+    if ctx.discard {
+        return;
+    }
+    if slot.rx.inner().wants_resume() {
+        slot.app.wants_writer = true;
+    } else {
+        start_sink(slot, ctx, false);
+    }
+}
 
-    pub fn log(&self, now: Instant) -> SessionLog {
-        SessionLog {
-            session: self.rx.inner().session_id(),
-            peer: self.peer,
-            client: self.who.clone(),
-            cipher: self.rx.cipher().name(),
-            dropped_not_authentic: self.rx.secure_stats().not_authentic,
-            objects: self.placed,
-            bytes: self.rx.inner().stats().delivered_bytes,
-            resumed: self.rx.inner().stats().resumed_bytes,
-            damaged_blocks: self.damaged_blocks,
-            seconds: now.saturating_since(self.started).as_secs_f64(),
-            error: self.error.clone(),
-        }
+pub(super) fn start_sink(slot: &mut Slot, ctx: &Ctx, resume: bool) {
+    let Some(m) = slot.rx.inner().manifest() else {
+        return;
+    };
+    let mut sink = Sink::start(
+        &ctx.pool,
+        slot.app.root.clone(),
+        m,
+        &slot.app.targets,
+        resume,
+    );
+    for o in slot.app.complete_before_sink.drain(..) {
+        sink.finish(o);
+    }
+    slot.app.sink = Some(sink);
+}
+
+pub(super) fn log(slot: &Slot, now: Instant) -> SessionLog {
+    SessionLog {
+        session: slot.rx.inner().session_id(),
+        peer: slot.peer,
+        client: slot.app.who.clone(),
+        cipher: slot.rx.cipher().name(),
+        dropped_not_authentic: slot.rx.secure_stats().not_authentic,
+        objects: slot.app.placed,
+        bytes: slot.rx.inner().stats().delivered_bytes,
+        resumed: slot.rx.inner().stats().resumed_bytes,
+        damaged_blocks: slot.app.damaged_blocks,
+        seconds: now.saturating_since(slot.started).as_secs_f64(),
+        error: slot.app.error.clone(),
     }
 }

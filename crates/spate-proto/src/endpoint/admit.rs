@@ -3,8 +3,9 @@
 //!
 //! A HELLO opens a *half-open* session. Until a PING with the session's token arrives it is
 //! cheap — the receiver keeps the HELLO's manifest prefix (one datagram) and sends at most 3×
-//! what it received — and it holds none of the [`Limits::max_sessions`] slots of sessions that
-//! move data. Half-open sessions are limited apart:
+//! what it received — and it holds none of the `max_sessions` slots
+//! ([`Endpoint::new`](super::Endpoint::new)) of sessions that move data. Half-open sessions
+//! are limited apart:
 //!
 //! - at most [`MAX_HALF_OPEN`] at once; a HELLO beyond that evicts the oldest half-open
 //!   session (silently: its sender, if real, repeats its HELLO and gets a new one);
@@ -27,7 +28,7 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::time::Duration;
 
-use spate_proto::Instant;
+use crate::time::Instant;
 
 /// Half-open sessions at once: 1024 × (one HELLO's prefix, ≤ 64 KiB, plus ~2 KiB of state)
 /// is at most ~66 MiB, and at 1472-byte HELLOs ~3.5 MiB.
