@@ -15,9 +15,8 @@ use snow::HandshakeState;
 
 use super::aead::Cipher;
 use super::handshake::{self, HandshakeError};
-use super::replay::ReplayWindow;
-use super::schedule::{OpenKeys, SealKeys};
-use super::{types, AUTH_LEN, INTEGRITY_LIMIT, KEY_LEN, RETRY_TOKEN_LEN};
+use super::protect::Protection;
+use super::{types, AUTH_LEN, KEY_LEN, RETRY_TOKEN_LEN};
 use crate::config::{Overhead, SenderConfig};
 use crate::event::{DropReason, SenderEvent, SessionError};
 use crate::manifest::{Manifest, ManifestError};
@@ -62,9 +61,8 @@ pub struct SecureSender {
     /// The HELLO datagram, built from the session's first HELLO.
     hello: Vec<u8>,
     auth: [u8; AUTH_LEN],
-    seal: Option<SealKeys>,
-    open: Option<OpenKeys>,
-    replay: ReplayWindow,
+    /// Set once the handshake completed.
+    prot: Option<Protection>,
     retries: u32,
     stats: SecureStats,
     events: VecDeque<SenderEvent>,
@@ -98,9 +96,7 @@ impl SecureSender {
             hs,
             hello: Vec::new(),
             auth: params.auth,
-            seal: None,
-            open: None,
-            replay: ReplayWindow::new(),
+            prot: None,
             retries: 0,
             stats: SecureStats::default(),
             events: VecDeque::new(),
@@ -134,7 +130,7 @@ impl SecureSender {
 
     /// True once the handshake completed.
     pub fn is_established(&self) -> bool {
-        self.seal.is_some()
+        self.prot.is_some()
     }
 
     /// See [`Sender::poll_event`].
@@ -180,14 +176,11 @@ impl SecureSender {
                     segment_size: n,
                 });
             }
-            let Some(seal) = self.seal.as_mut() else {
+            let Some(prot) = self.prot.as_mut() else {
                 // No keys yet (a CLOSE during the handshake): nothing may leave unsealed.
                 continue;
             };
-            let stride = t.segment_size.max(1);
-            for seg in buf[..t.len].chunks_mut(stride) {
-                seal.seal(packet_number(seg), seg);
-            }
+            prot.seal_batch(&mut buf[..t.len], t.segment_size);
             return Some(t);
         }
     }
@@ -230,7 +223,7 @@ impl SecureSender {
             t if t == PacketType::Accept as u8 => self.on_accept(now, datagram),
             types::RETRY => self.on_retry(now, datagram),
             types::IDENTITY => self.on_identity(datagram),
-            _ if self.open.is_some() => self.open_sealed(now, datagram),
+            _ if self.prot.is_some() => self.open_sealed(now, datagram),
             t if t == PacketType::Close as u8 => {
                 // §9.6: before any key, a server can refuse only in the clear.
                 self.inner.handle_datagram(now, datagram)
@@ -264,9 +257,9 @@ impl SecureSender {
         }
         let (c2s, s2c) = handshake::split(hs);
         self.hs = None;
-        self.seal = Some(SealKeys::new(self.cipher, c2s));
-        self.open = Some(OpenKeys::new(self.cipher, s2c));
-        self.replay.mark(packet_number(inner));
+        let mut prot = Protection::new(self.cipher, c2s, s2c);
+        prot.mark(packet_number(inner));
+        self.prot = Some(prot);
         let mut inner = core::mem::take(&mut self.payload);
         let res = self.inner.handle_datagram(now, &mut inner[..n]);
         self.payload = inner;
@@ -306,21 +299,13 @@ impl SecureSender {
     }
 
     fn open_sealed(&mut self, now: Instant, datagram: &mut [u8]) -> Result<(), DropReason> {
-        let pn = packet_number(datagram);
-        if !self.replay.is_fresh(pn) {
-            self.stats.replayed += 1;
-            return Err(DropReason::Replayed);
+        let prot = self.prot.as_mut().ok_or(DropReason::NotAuthentic)?;
+        let opened = prot.open(datagram, &mut self.stats);
+        if self.stats.integrity_exceeded() {
+            self.inner
+                .close(CloseCode::Application, "AEAD integrity limit reached");
         }
-        let open = self.open.as_mut().ok_or(DropReason::NotAuthentic)?;
-        let Some(n) = open.open(pn, datagram) else {
-            self.stats.not_authentic += 1;
-            if self.stats.not_authentic >= INTEGRITY_LIMIT {
-                self.inner
-                    .close(CloseCode::Application, "AEAD integrity limit reached");
-            }
-            return Err(DropReason::NotAuthentic);
-        };
-        self.replay.mark(pn);
+        let n = opened?;
         self.inner.handle_datagram(now, &mut datagram[..n])
     }
 }

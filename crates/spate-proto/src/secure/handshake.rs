@@ -129,6 +129,16 @@ pub fn public_key(private: &[u8; KEY_LEN]) -> [u8; KEY_LEN] {
     out
 }
 
+fn builder<'a>(
+    local_private: &'a [u8; KEY_LEN],
+    prologue: &'a [u8],
+    seed: [u8; 32],
+) -> Builder<'a> {
+    Builder::with_resolver(params(), Box::new(Resolver { seed }))
+        .local_private_key(local_private)
+        .prologue(prologue)
+}
+
 /// The client's handshake state before message 1.
 pub(crate) fn initiator(
     local_private: &[u8; KEY_LEN],
@@ -137,13 +147,9 @@ pub(crate) fn initiator(
     seed: [u8; 32],
 ) -> Result<HandshakeState, HandshakeError> {
     let prologue = prologue(header);
-    Ok(
-        Builder::with_resolver(params(), Box::new(Resolver { seed }))
-            .local_private_key(local_private)
-            .remote_public_key(server_public)
-            .prologue(&prologue)
-            .build_initiator()?,
-    )
+    Ok(builder(local_private, &prologue, seed)
+        .remote_public_key(server_public)
+        .build_initiator()?)
 }
 
 /// The server's handshake state before message 1.
@@ -153,12 +159,7 @@ pub(crate) fn responder(
     seed: [u8; 32],
 ) -> Result<HandshakeState, HandshakeError> {
     let prologue = prologue(header);
-    Ok(
-        Builder::with_resolver(params(), Box::new(Resolver { seed }))
-            .local_private_key(local_private)
-            .prologue(&prologue)
-            .build_responder()?,
-    )
+    Ok(builder(local_private, &prologue, seed).build_responder()?)
 }
 
 /// The two directions' secrets after the last message: (client → server, server → client).

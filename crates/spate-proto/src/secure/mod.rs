@@ -28,7 +28,8 @@
 //!
 //! | file | job |
 //! |---|---|
-//! | `aead.rs` | the one seal and the one open of a packet, and the cipher choice |
+//! | `aead.rs` | sealing and opening one packet with one key, and the cipher choice |
+//! | `protect.rs` | the one seal and the one open of an established session: keys, replay window |
 //! | `schedule.rs` | per-direction secrets, epochs and key update |
 //! | `replay.rs` | the sliding window of opened packet numbers |
 //! | `handshake.rs` | Noise IK through `snow`, with randomness passed in |
@@ -51,6 +52,7 @@
 mod aead;
 mod client;
 mod handshake;
+mod protect;
 mod replay;
 mod retry;
 mod schedule;

@@ -10,14 +10,10 @@
 use snow::HandshakeState;
 
 use super::aead::Cipher;
-use super::client::{packet_number, SecureStats};
+use super::client::SecureStats;
 use super::handshake;
-use super::replay::ReplayWindow;
-use super::schedule::{OpenKeys, SealKeys};
-use super::{
-    types, AUTH_LEN, HELLO_OVERHEAD, IK_MSG2_OVERHEAD, INTEGRITY_LIMIT, KEY_LEN, RETRY_TOKEN_LEN,
-    TAG_LEN,
-};
+use super::protect::Protection;
+use super::{types, AUTH_LEN, HELLO_OVERHEAD, IK_MSG2_OVERHEAD, KEY_LEN, RETRY_TOKEN_LEN, TAG_LEN};
 use crate::config::{Overhead, ReceiverConfig};
 use crate::event::DropReason;
 use crate::receiver::{DataChunk, Receiver};
@@ -173,9 +169,8 @@ pub struct SecureReceiver {
     accept: Vec<u8>,
     hello_msg: Vec<u8>,
     hello_packet: Vec<u8>,
-    seal: Option<SealKeys>,
-    open: Option<OpenKeys>,
-    replay: ReplayWindow,
+    /// Set once message 2 is written.
+    prot: Option<Protection>,
     stats: SecureStats,
 }
 
@@ -209,9 +204,7 @@ impl SecureReceiver {
             accept: Vec::new(),
             hello_msg: hello.msg,
             hello_packet: hello.packet,
-            seal: None,
-            open: None,
-            replay: ReplayWindow::new(),
+            prot: None,
             stats: SecureStats::default(),
         })
     }
@@ -284,20 +277,16 @@ impl SecureReceiver {
             let mut packet = self.hello_packet.clone();
             return self.inner.handle_datagram(now, &mut packet);
         }
-        let pn = packet_number(datagram);
-        if !self.replay.is_fresh(pn) {
-            self.stats.replayed += 1;
-            return Err(DropReason::Replayed);
-        }
-        let Some(n) = self.open.as_mut().and_then(|o| o.open(pn, datagram)) else {
+        let Some(prot) = self.prot.as_mut() else {
             self.stats.not_authentic += 1;
-            if self.stats.not_authentic >= INTEGRITY_LIMIT {
-                self.inner
-                    .close(CloseCode::Application, "AEAD integrity limit reached");
-            }
             return Err(DropReason::NotAuthentic);
         };
-        self.replay.mark(pn);
+        let opened = prot.open(datagram, &mut self.stats);
+        if self.stats.integrity_exceeded() {
+            self.inner
+                .close(CloseCode::Application, "AEAD integrity limit reached");
+        }
+        let n = opened?;
         if moved {
             self.inner
                 .handle_datagram_from_new_address(now, &mut datagram[..n])
@@ -319,12 +308,12 @@ impl SecureReceiver {
             out.truncate(HEADER_LEN + n);
             let (c2s, s2c) = handshake::split(hs);
             self.hs = None;
-            self.open = Some(OpenKeys::new(self.cipher, c2s));
-            self.seal = Some(SealKeys::new(self.cipher, s2c));
+            self.prot = Some(Protection::new(self.cipher, s2c, c2s));
             self.accept = out;
         } else if buf[1] & 0x0f != PacketType::Accept as u8 {
-            let seal = self.seal.as_mut()?;
-            seal.seal(packet_number(&buf[..t.len]), &mut buf[..t.len]);
+            self.prot
+                .as_mut()?
+                .seal_batch(&mut buf[..t.len], t.segment_size);
             return Some(t);
         }
         let n = self.accept.len();
