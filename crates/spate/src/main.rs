@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use spate::confine::Root;
 use spate::rate::{parse_rate, parse_size};
 use spate::relay::PathConfig;
@@ -86,6 +86,11 @@ enum Command {
         /// (testing aid).
         #[arg(long, hide = true)]
         retry_always: bool,
+        /// Log each session as one JSON object per line on stdout (for log pipelines):
+        /// time, session, peer, client key and comment, cipher, entries, bytes, resumed
+        /// bytes, seconds, outcome ("ok" or "failed") and error. Start-up lines stay on stderr.
+        #[arg(long)]
+        json: bool,
         /// Write nothing: count received bytes only, as a network benchmark sink (nothing is
         /// verified; --root is still required and checked).
         #[arg(long)]
@@ -128,6 +133,27 @@ enum Command {
         /// Show the existing identity instead of creating one.
         #[arg(long)]
         show: bool,
+    },
+    /// Print a shell completion script.
+    ///
+    /// Examples:
+    ///   spate completions bash > ~/.local/share/bash-completion/completions/spate
+    ///   spate completions zsh > "${fpath[1]}/_spate"
+    ///   spate completions fish > ~/.config/fish/completions/spate.fish
+    #[command(verbatim_doc_comment)]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), of spate or of one subcommand.
+    ///
+    /// Examples:
+    ///   spate man | man -l -
+    ///   spate man send > spate-send.1
+    #[command(verbatim_doc_comment)]
+    Man {
+        /// A subcommand (serve, send, keygen, demo, …); without it, the page of spate itself.
+        subcommand: Option<String>,
     },
     /// Demonstrate a transfer over an emulated long, lossy link (no network or root needed).
     ///
@@ -316,6 +342,7 @@ fn run(cli: Cli) -> Result<()> {
             token,
             print_key,
             retry_always,
+            json,
             discard,
             limits: l,
         } => {
@@ -344,11 +371,18 @@ fn run(cli: Cli) -> Result<()> {
                 limits,
                 token,
                 retry_always,
+                json,
                 authorized_keys,
             };
             serve(&root, identity, &opts)
         }
         Command::Send(a) => send_cmd(&a),
+        Command::Completions { shell } => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(shell, &mut cmd, "spate", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man { subcommand } => man(subcommand.as_deref()),
         Command::Keygen {
             out,
             comment,
@@ -420,6 +454,7 @@ struct ServeOpts {
     limits: Limits,
     token: bool,
     retry_always: bool,
+    json: bool,
     authorized_keys: Option<PathBuf>,
 }
 
@@ -479,7 +514,11 @@ fn serve(root: &std::path::Path, identity: spate::keys::Identity, o: &ServeOpts)
         eprintln!("spate serve: {note}");
     }
     let stop = Arc::new(AtomicBool::new(false));
+    let json = o.json;
     server.run(&stop, |s| {
+        if json {
+            return println!("{}", session_json(s));
+        }
         let mut resumed = String::new();
         if s.resumed > 0 {
             resumed = format!(" (+ {} resumed)", human_bytes(s.resumed));
@@ -510,6 +549,54 @@ fn serve(root: &std::path::Path, identity: spate::keys::Identity, o: &ServeOpts)
             ),
         }
     })
+}
+
+/// The manual page of spate, or of `sub`, generated from the command-line definition (so it
+/// cannot drift from `--help`).
+fn man(sub: Option<&str>) -> Result<()> {
+    let cmd = Cli::command();
+    let page = match sub {
+        None => cmd,
+        Some(name) => {
+            let mut c = cmd
+                .find_subcommand(name)
+                .cloned()
+                .with_context(|| format!("no subcommand '{name}' (see spate --help)"))?;
+            let full = format!("spate-{name}");
+            c = c
+                .name(full.clone())
+                .bin_name(full)
+                .version(env!("CARGO_PKG_VERSION"));
+            c
+        }
+    };
+    clap_mangen::Man::new(page)
+        .render(&mut std::io::stdout())
+        .context("cannot write the page")
+}
+
+/// One session's log line as JSON (`serve --json`). Peer-supplied text (a CLOSE reason) is a
+/// JSON string, escaped by the encoder.
+fn session_json(s: &spate::serve::SessionLog) -> String {
+    let time = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    serde_json::json!({
+        "time": time,
+        "session": format!("{:08x}", s.session),
+        "peer": s.peer.to_string(),
+        "client": s.client,
+        "cipher": s.cipher,
+        "entries": s.objects,
+        "bytes": s.bytes,
+        "resumed_bytes": s.resumed,
+        "damaged_blocks": s.damaged_blocks,
+        "dropped_unauthentic": s.dropped_not_authentic,
+        "seconds": s.seconds,
+        "outcome": if s.error.is_none() { "ok" } else { "failed" },
+        "error": s.error,
+    })
+    .to_string()
 }
 
 /// Split `HOST[:PORT]:DEST` (IPv6 hosts in brackets).

@@ -1,0 +1,88 @@
+//! What the `spate` command offers around transfers: shell completions and manual pages
+//! generated from its definition, and `serve --json` logs a pipeline can read.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{free_port, run_bounded};
+
+#[test]
+fn completions_and_man_pages_come_from_the_command_definition() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = common::spate()
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains("strict-host-keys"), "{shell}: {text:.200}");
+    }
+    let out = common::spate().args(["man", "send"]).output().unwrap();
+    assert!(out.status.success());
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.contains(".TH spate-send 1"), "{page:.300}");
+    assert!(page.contains("known\\-hosts"), "{page:.300}");
+    let out = common::spate().args(["man"]).output().unwrap();
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains(".TH spate 1"));
+    let out = common::spate().args(["man", "bogus"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no subcommand 'bogus'"));
+}
+
+#[test]
+fn serve_json_logs_one_object_per_session() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let port = free_port();
+    let mut child = common::spate()
+        .args([
+            "serve",
+            "--json",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--root",
+        ])
+        .arg(&root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(t.path().join("f"), b"json log").unwrap();
+    for dest in ["f", "../escape"] {
+        let _ = run_bounded(
+            common::spate()
+                .current_dir(t.path())
+                .args(["send", "-q", "--connect-timeout", "5", "f"])
+                .arg(format!("127.0.0.1:{port}:{dest}")),
+            Duration::from_secs(30),
+        );
+    }
+    let line = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["outcome"], "ok", "{line}");
+    assert_eq!(v["bytes"], 8);
+    assert_eq!(v["entries"], 1);
+    assert!(
+        v["client"].as_str().unwrap().starts_with("BLAKE3:"),
+        "{line}"
+    );
+    assert!(v["cipher"].as_str().is_some());
+    // The second send was refused by the client itself ('..'): no second line.
+    assert!(rx.recv_timeout(Duration::from_millis(500)).is_err());
+}
