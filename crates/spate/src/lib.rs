@@ -20,6 +20,7 @@
 //! | [`demo`] | `spate demo`: receiver, impaired link and sender in one process |
 //! | [`relay`] | a user-space impaired link (delay, loss, rate) between two UDP endpoints |
 //! | [`progress`], [`report`] | what the user sees: progress bar, final report, JSON |
+//! | [`exit`] | the command's exit codes |
 //!
 //! ## Threads
 //!
@@ -32,6 +33,7 @@ pub mod access;
 pub mod clock;
 pub mod confine;
 pub mod demo;
+pub mod exit;
 pub mod journal;
 pub mod keys;
 pub mod noise;

@@ -26,7 +26,16 @@ use spate_proto::{Policy, RateConfig};
 ///
 /// Try it without a network: `spate demo`.
 #[derive(Parser)]
-#[command(name = "spate", version, propagate_version = true)]
+#[command(
+    name = "spate",
+    version,
+    propagate_version = true,
+    after_help = "Exit codes: 0 success (every file in place and verified); 1 other error; \
+                  2 usage; 3 bad input here (missing or unreadable source, bad destination, \
+                  token or key file); 4 server not reached; 5 refused by the server; 6 server \
+                  key not trusted (changed); 7 transfer failed after it began (run it again \
+                  with --resume)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -301,7 +310,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("spate: error: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(spate::exit::code(&e))
         }
     }
 }
@@ -626,16 +635,18 @@ fn parse_target(t: &str) -> Result<(String, u16, String)> {
 }
 
 fn send_cmd(a: &SendArgs) -> Result<()> {
+    use spate::exit::{tag, Exit};
+    let input = |e| tag(e, Exit::Input);
     let (target, paths) = a.args.split_last().expect("clap requires two");
-    let (host, port, dest) = parse_target(target)?;
-    let dest = scan::normalize_dest(&dest)?;
+    let (host, port, dest) = parse_target(target).map_err(input)?;
+    let dest = scan::normalize_dest(&dest).map_err(input)?;
     let server = (host.as_str(), port)
         .to_socket_addrs()
-        .with_context(|| format!("cannot resolve '{host}'"))?
-        .next()
-        .with_context(|| format!("'{host}' has no address"))?;
+        .with_context(|| format!("cannot resolve '{host}'"))
+        .and_then(|mut a| a.next().with_context(|| format!("'{host}' has no address")))
+        .map_err(|e| tag(e, Exit::Unreachable))?;
     let sources: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
-    let mut plan = scan::plan(&sources, &dest, a.recursive)?;
+    let mut plan = scan::plan(&sources, &dest, a.recursive).map_err(input)?;
     for (p, why) in &plan.skipped {
         eprintln!("spate: skipping '{}' ({why})", p.display());
     }
@@ -645,9 +656,10 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
     plan.compute_digests(|n| {
         hashed += n;
         hashing.set(hashed, "hashing");
-    })?;
+    })
+    .map_err(input)?;
     hashing.finish();
-    let security = client_security(a, &host, port, server)?;
+    let security = client_security(a, &host, port, server).map_err(input)?;
     let bar = spate::progress::Progress::new(total, a.quiet || a.json);
     let cfg = SendConfig {
         server,
@@ -660,8 +672,8 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
     let result = send(&plan, &cfg, |s| bar.update(s));
     bar.finish();
     let result = match result {
-        Err(e) if e.downcast_ref::<spate::send::KeyMismatch>().is_some() => {
-            return Err(key_changed(a, &host, port, &e));
+        Err(e) if spate::exit::code(&e) == Exit::UntrustedServer as u8 => {
+            return Err(tag(key_changed(a, &host, port, &e), Exit::UntrustedServer));
         }
         r => r?,
     };
@@ -756,7 +768,7 @@ fn client_security(
 
 /// The loud error for a server whose key differs from the pinned one.
 fn key_changed(a: &SendArgs, host: &str, port: u16, e: &anyhow::Error) -> anyhow::Error {
-    let Some(m) = e.downcast_ref::<spate::send::KeyMismatch>() else {
+    let Some(m) = spate::exit::find::<spate::send::KeyMismatch>(e) else {
         return anyhow::anyhow!("{e:#}");
     };
     if a.token.is_some() {

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use spate_proto::secure::{identify_packet, types, Cipher, KEY_LEN};
 use spate_proto::wire::{HEADER_LEN, MIN_DATAGRAM, VERSION};
 
@@ -123,13 +123,16 @@ pub fn server_key(
     }
     let key = identify(server, timeout)?;
     if strict {
-        bail!(
-            "{host} is not in {} and --strict-host-keys is set. Its key (unauthenticated) is \
+        return Err(crate::exit::tag(
+            anyhow::anyhow!(
+                "{host} is not in {} and --strict-host-keys is set. Its key (unauthenticated) is \
              {}; if that is right, add this line:\n{}",
-            file.display(),
-            key.fingerprint(),
-            known_host_line(host, &key)
-        );
+                file.display(),
+                key.fingerprint(),
+                known_host_line(host, &key)
+            ),
+            crate::exit::Exit::UntrustedServer,
+        ));
     }
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir)
@@ -192,10 +195,13 @@ pub fn identify(server: SocketAddr, timeout: Duration) -> Result<PublicKey> {
             }
         }
     }
-    bail!(
-        "no answer from {server} within {:.0} s: is `spate serve` running there, and is UDP port \
-         {} open? (start it with `spate serve --root DIR`)",
-        timeout.as_secs_f64(),
-        server.port()
-    )
+    Err(crate::exit::tag(
+        anyhow::anyhow!(
+            "no answer from {server} within {:.0} s: is `spate serve` running there, and is UDP \
+             port {} open? (start it with `spate serve --root DIR`)",
+            timeout.as_secs_f64(),
+            server.port()
+        ),
+        crate::exit::Exit::Unreachable,
+    ))
 }

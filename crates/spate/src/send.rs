@@ -11,7 +11,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use spate_proto::secure::{Cipher, ClientParams, SecureSender, AUTH_LEN};
 use spate_proto::{
     Instant, Manifest, RateConfig, Sender, SenderConfig, SenderEvent, SessionError, Source,
@@ -215,10 +215,21 @@ pub fn send_with(
     }
     progress(sender.inner());
     if let Some(err) = failure {
-        if let SessionError::ServerKeyMismatch { offered } = err {
-            return Err(KeyMismatch(crate::keys::PublicKey(offered)).into());
-        }
-        bail!(explain(&err, cfg.server));
+        use crate::exit::{tag, Exit};
+        let exit = match &err {
+            SessionError::ServerKeyMismatch { offered } => {
+                let e = KeyMismatch(crate::keys::PublicKey(*offered));
+                return Err(tag(e.into(), Exit::UntrustedServer));
+            }
+            SessionError::HandshakeTimeout(_) => Exit::Unreachable,
+            SessionError::PeerClosed {
+                code: spate_proto::wire::CloseCode::Refused,
+                ..
+            } => Exit::Refused,
+            SessionError::Source { .. } => Exit::Input,
+            _ => Exit::Interrupted,
+        };
+        return Err(tag(anyhow::anyhow!(explain(&err, cfg.server)), exit));
     }
     let inner = sender.inner();
     Ok(SendResult {

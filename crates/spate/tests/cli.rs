@@ -86,3 +86,34 @@ fn serve_json_logs_one_object_per_session() {
     // The second send was refused by the client itself ('..'): no second line.
     assert!(rx.recv_timeout(Duration::from_millis(500)).is_err());
 }
+
+/// Exit codes a script can tell apart (`spate --help`, `exit.rs`): 3 for bad input here, 4 for
+/// a server that does not answer (5 and 6 are checked in `e2e_secure.rs`).
+#[test]
+fn exit_codes_say_what_failed() {
+    let t = tempfile::tempdir().unwrap();
+    let code = |args: &[&str]| {
+        let out = run_bounded(
+            common::spate()
+                .current_dir(t.path())
+                .args(["send", "-q", "--connect-timeout", "1"])
+                .args(args),
+            Duration::from_secs(30),
+        );
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (c, err) = code(&["missing.bin", "127.0.0.1:9:."]);
+    assert_eq!(c, Some(3), "{err}");
+    std::fs::write(t.path().join("f"), b"x").unwrap();
+    let (c, err) = code(&["f", "127.0.0.1:9:../up"]);
+    assert_eq!(c, Some(3), "{err}");
+    let port = free_port().to_string();
+    let (c, err) = code(&["f", &format!("127.0.0.1:{port}:f")]);
+    assert_eq!(c, Some(4), "{err}");
+    assert!(err.contains("no answer"), "{err}");
+    let out = common::spate().args(["send", "--bogus"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

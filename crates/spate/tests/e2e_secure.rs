@@ -28,6 +28,21 @@ fn send(cwd: &Path, args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// The exit code of `spate send ARGS` from `cwd`, and its stderr.
+fn send_code(cwd: &Path, args: &[&str]) -> (i32, String) {
+    let out = run_bounded(
+        common::spate()
+            .current_dir(cwd)
+            .args(["send", "--connect-timeout", "5"])
+            .args(args),
+        Duration::from_secs(60),
+    );
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 fn at(s: &Serve, dest: &str) -> String {
     format!("127.0.0.1:{}:{dest}", s.port)
 }
@@ -166,8 +181,8 @@ fn an_unknown_client_is_refused_and_nothing_is_written() {
     assert!(out.status.success());
     fs::write(t.path().join("f"), b"data").unwrap();
     let id = stranger.to_string_lossy().into_owned();
-    let (ok, _, err) = send(t.path(), &["--identity", &id, "f", &at(&s, "f")]);
-    assert!(!ok);
+    let (code, err) = send_code(t.path(), &["--identity", &id, "f", &at(&s, "f")]);
+    assert_eq!(code, 5, "refused by the server: {err}");
     assert!(err.contains("not authorized"), "{err}");
     assert!(!root.join("f").exists());
     let line = s.wait_for("failed");
@@ -191,8 +206,8 @@ fn a_changed_server_key_is_refused_loudly() {
     let s = serve_with(&root, port, &["--key", &other_key.to_string_lossy()]);
     fs::write(t.path().join("f"), b"data").unwrap();
     let kh = known.to_string_lossy().into_owned();
-    let (ok, _, err) = send(t.path(), &["--known-hosts", &kh, "f", &at(&s, "f")]);
-    assert!(!ok);
+    let (code, err) = send_code(t.path(), &["--known-hosts", &kh, "f", &at(&s, "f")]);
+    assert_eq!(code, 6, "server key not trusted: {err}");
     assert!(err.contains("HAS CHANGED"), "{err}");
     assert!(err.contains("remove line 2"), "{err}");
     assert!(!root.join("f").exists());
