@@ -38,7 +38,7 @@ pub struct Grant {
 }
 
 /// The server's authorization policy.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Access {
     keys: Vec<Authorized>,
     file: Option<(PathBuf, Option<SystemTime>)>,

@@ -16,6 +16,7 @@
 //! | [`access`] | the server's authorization: keys, per-key restrictions, one-time tokens |
 //! | [`pin`] | the client's server keys: `known_hosts`, first contact, changed keys |
 //! | [`send`] | the sending event loop |
+//! | [`ssh`] | a one-off receiver started over the user's ssh (`host:DEST`) |
 //! | [`serve`] | the receiving event loop (many sessions on one socket) |
 //! | [`demo`] | `spate demo`: receiver, impaired link and sender in one process |
 //! | [`relay`] | a user-space impaired link (delay, loss, rate) between two UDP endpoints |
@@ -48,6 +49,7 @@ pub mod send;
 pub mod serve;
 pub mod sink;
 pub mod source;
+pub mod ssh;
 pub mod treehash;
 pub mod udp;
 

@@ -95,6 +95,14 @@ enum Command {
         /// (testing aid).
         #[arg(long, hide = true)]
         retry_always: bool,
+        /// Serve one session and exit (what `spate send FILE host:DEST` starts over ssh): a
+        /// fresh key and one-time token, announced on stdout as `SPATE-ONCE 1 ADDRESS PORT
+        /// TOKEN`; no authorized_keys needed. Exits after 30 s without a session.
+        #[arg(long)]
+        once: bool,
+        /// Listen on the first free UDP port of this range (for firewalls), e.g. 60000-60100.
+        #[arg(long, value_name = "LO-HI", value_parser = parse_port_range)]
+        port_range: Option<(u16, u16)>,
         /// Log each session as one JSON object per line on stdout (for log pipelines):
         /// time, session, peer, client key and comment, cipher, entries, bytes, resumed
         /// bytes, seconds, outcome ("ok" or "failed") and error. Start-up lines stay on stderr.
@@ -109,18 +117,21 @@ enum Command {
     },
     /// Send files or directory trees to a `spate serve`.
     ///
-    /// The last argument names the server and a destination below its --root:
-    /// `host:dest`, `host:port:dest` or `[v6addr]:port:dest`; `host:` or `host:.` is the root
-    /// itself. The destination works as with scp: a single file sent to a destination that is
+    /// The last argument names the receiver and the destination, as with scp:
+    /// `[user@]host:dest` starts a one-off receiver on that host over your own ssh (your
+    /// ~/.ssh/config, agent and host keys apply; the remote needs only the spate binary) and
+    /// `dest` is relative to your home there, or absolute; `host:port:dest` (or
+    /// `[v6addr]:port:dest`, or `--daemon`) talks to a `spate serve` daemon, and `dest` is
+    /// below its --root. `host:` or `host:.` is the home or root itself. The destination works as with scp: a single file sent to a destination that is
     /// not an existing directory on the server (and does not end in '/') is written as that
     /// name; otherwise — several sources, -r, a trailing '/', or an existing directory —
     /// everything goes into it, and missing directories are created.
     ///
     /// Examples:
-    ///   spate send big.iso server:backup.iso       # writes backup.iso
-    ///   spate send big.iso server:isos/            # writes isos/big.iso
-    ///   spate send a.txt b.txt server:docs         # writes docs/a.txt, docs/b.txt
-    ///   spate send -r photos/ server:incoming      # writes incoming/photos/...
+    ///   spate send big.iso alice@server:backup.iso       # over ssh: ~alice/backup.iso
+    ///   spate send big.iso server:/srv/isos/             # over ssh: /srv/isos/big.iso
+    ///   spate send a.txt b.txt server:7373:docs          # daemon: docs/a.txt, docs/b.txt
+    ///   spate send -r photos/ server:7373:incoming       # daemon: incoming/photos/...
     #[command(verbatim_doc_comment)]
     Send(SendArgs),
     /// Create an identity: an X25519 key pair for authenticated sessions.
@@ -241,6 +252,20 @@ struct SendArgs {
     /// The file of pinned server keys [default: $XDG_CONFIG_HOME/spate/known_hosts].
     #[arg(long, value_name = "FILE")]
     known_hosts: Option<PathBuf>,
+    /// For HOST:DEST: talk to a `spate serve` daemon on port 7373 instead of starting a
+    /// receiver over ssh.
+    #[arg(long)]
+    daemon: bool,
+    /// The ssh command for [USER@]HOST:DEST, with options [default: $SPATE_SSH, else ssh];
+    /// for example --ssh "ssh -p 2222 -i ~/.ssh/lab".
+    #[arg(long, value_name = "COMMAND")]
+    ssh: Option<String>,
+    /// The spate binary on the remote host (over ssh).
+    #[arg(long, value_name = "PATH", default_value = "spate")]
+    remote_spate: String,
+    /// UDP ports the remote receiver may use (over ssh), for firewalls: LO-HI.
+    #[arg(long, value_name = "LO-HI", value_parser = parse_port_range)]
+    port_range: Option<(u16, u16)>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -351,10 +376,24 @@ fn run(cli: Cli) -> Result<()> {
             token,
             print_key,
             retry_always,
+            once,
+            port_range,
             json,
             discard,
             limits: l,
         } => {
+            let limits_now = Limits {
+                max_entries: l.max_entries,
+                max_file_size: l.max_file_size,
+                max_bytes: l.max_bytes,
+                max_depth: l.max_depth,
+                max_sessions: l.max_sessions.max(1),
+                quota: l.quota,
+            };
+            if once {
+                let root = root.context("--root is required")?;
+                return serve_once(&root, listen, port_range, limits_now);
+            }
             let key = match key {
                 Some(k) => k,
                 None => spate::keys::config_dir()?.join("host_x25519"),
@@ -366,14 +405,7 @@ fn run(cli: Cli) -> Result<()> {
                 return Ok(());
             }
             let root = root.context("--root is required")?;
-            let limits = Limits {
-                max_entries: l.max_entries,
-                max_file_size: l.max_file_size,
-                max_bytes: l.max_bytes,
-                max_depth: l.max_depth,
-                max_sessions: l.max_sessions.max(1),
-                quota: l.quota,
-            };
+            let limits = limits_now;
             let opts = ServeOpts {
                 listen,
                 discard,
@@ -382,6 +414,7 @@ fn run(cli: Cli) -> Result<()> {
                 retry_always,
                 json,
                 authorized_keys,
+                port_range,
             };
             serve(&root, identity, &opts)
         }
@@ -441,6 +474,115 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// `LO-HI` UDP ports.
+fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
+    let (lo, hi) = s
+        .split_once('-')
+        .ok_or_else(|| format!("'{s}' is not LO-HI (for example 60000-60100)"))?;
+    let (lo, hi): (u16, u16) = (
+        lo.parse().map_err(|_| format!("'{lo}' is not a port"))?,
+        hi.parse().map_err(|_| format!("'{hi}' is not a port"))?,
+    );
+    if lo == 0 || lo > hi {
+        return Err(format!("'{s}': the range must be LO-HI with 0 < LO <= HI"));
+    }
+    Ok((lo, hi))
+}
+
+/// Bind a server on `ip` at the first free port of `range` (or any port).
+fn bind_in_range(
+    ip: std::net::IpAddr,
+    range: Option<(u16, u16)>,
+    root: &Root,
+    identity: impl Fn() -> Result<spate::keys::Identity>,
+    access: impl Fn() -> spate::access::Access,
+) -> Result<Server> {
+    let ports: Vec<u16> = match range {
+        Some((lo, hi)) => (lo..=hi).collect(),
+        None => vec![0],
+    };
+    let mut last = None;
+    for p in ports {
+        match Server::bind(SocketAddr::new(ip, p), root.clone(), identity()?, access()) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.map_or_else(
+        || anyhow::anyhow!("empty port range"),
+        |e| e.context("no free UDP port in --port-range"),
+    ))
+}
+
+/// `spate serve --once`: one session for whoever holds the token printed on stdout (the
+/// client that started this over ssh), then exit.
+fn serve_once(
+    root: &std::path::Path,
+    listen: SocketAddr,
+    range: Option<(u16, u16)>,
+    limits: Limits,
+) -> Result<()> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use std::io::Write;
+    let root = Root::new(root)?;
+    let identity = spate::keys::Identity::generate()?;
+    let (private, public) = (identity.private, identity.public);
+    let secret = spate::random::bytes16();
+    let mut server = bind_in_range(
+        listen.ip(),
+        range.or(if listen.port() == DEFAULT_PORT {
+            None
+        } else {
+            Some((listen.port(), listen.port()))
+        }),
+        &root,
+        || Ok(spate::keys::Identity { private, public }),
+        || spate::access::Access::default().with_token(secret),
+    )?
+    .limits(limits)
+    .once(Duration::from_secs(30));
+    let mut raw = public.0.to_vec();
+    raw.extend_from_slice(&secret);
+    let token = format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(raw));
+    // The address the client reached us at over ssh, which it can reach again.
+    let ip = std::env::var("SSH_CONNECTION")
+        .ok()
+        .and_then(|c| c.split_whitespace().nth(2).map(str::to_owned))
+        .unwrap_or_else(|| "127.0.0.1".into());
+    let port = server.local_addr().port();
+    let mut out = std::io::stdout();
+    writeln!(out, "{} 1 {ip} {port} {token}", spate::ssh::ANNOUNCE)?;
+    out.flush()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    // Started over ssh, stdin is a pipe from the client: its end means the client is gone.
+    if stdin_is_pipe() {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+    let mut failed = None;
+    server.run(&stop, |s| {
+        if let Some(e) = &s.error {
+            failed = Some(spate::report::escape(e));
+        }
+    })?;
+    match failed {
+        Some(e) => bail!("the session failed: {e}"),
+        None => Ok(()),
+    }
+}
+
+/// True if standard input is a pipe or socket (as under ssh), not a terminal or /dev/null.
+fn stdin_is_pipe() -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata("/proc/self/fd/0")
+        .map(|m| m.file_type().is_fifo() || m.file_type().is_socket())
+        .unwrap_or(false)
+}
+
 /// The server's key at `path`, created on first start.
 fn host_identity(path: &std::path::Path) -> Result<spate::keys::Identity> {
     use spate::keys::Identity;
@@ -465,6 +607,7 @@ struct ServeOpts {
     retry_always: bool,
     json: bool,
     authorized_keys: Option<PathBuf>,
+    port_range: Option<(u16, u16)>,
 }
 
 /// `spate1-` and the unpadded URL-safe base64 of the server key (32 bytes) and the secret (16).
@@ -499,7 +642,16 @@ fn serve(root: &std::path::Path, identity: spate::keys::Identity, o: &ServeOpts)
     }
     let fingerprint = identity.public.fingerprint();
     let keys = access.len();
-    let mut server = Server::bind(o.listen, root.clone(), identity, access)?.limits(o.limits);
+    let (private, public) = (identity.private, identity.public);
+    let range = o.port_range.or(Some((o.listen.port(), o.listen.port())));
+    let mut server = bind_in_range(
+        o.listen.ip(),
+        range.filter(|r| r.0 != 0),
+        &root,
+        || Ok(spate::keys::Identity { private, public }),
+        || access.clone(),
+    )?
+    .limits(o.limits);
     if o.discard {
         server = server.discard();
     }
@@ -608,29 +760,61 @@ fn session_json(s: &spate::serve::SessionLog) -> String {
     .to_string()
 }
 
-/// Split `HOST[:PORT]:DEST` (IPv6 hosts in brackets).
-fn parse_target(t: &str) -> Result<(String, u16, String)> {
+/// Where `send` sends to.
+enum Target {
+    /// A `spate serve` daemon at `host:port`.
+    Daemon {
+        host: String,
+        port: u16,
+        dest: String,
+    },
+    /// A one-off receiver started over ssh on `host` (`[user@]host`).
+    Ssh { host: String, dest: String },
+}
+
+/// `HOST:PORT:DEST` is a daemon; `[user@]HOST:DEST` (like scp) a receiver started over ssh,
+/// unless `daemon` (then the default port). IPv6 hosts in brackets.
+fn parse_target(t: &str, daemon: bool) -> Result<Target> {
     let bad = || {
         anyhow::anyhow!(
-            "'{t}' is not HOST[:PORT]:DEST (for example 'server:incoming', 'server:7373:.', '[::1]:incoming')"
+            "'{t}' is not [USER@]HOST:DEST or HOST:PORT:DEST (for example 'alice@server:incoming', \
+             'server:/srv/in/', 'server:7373:.', '[::1]:7373:incoming')"
         )
     };
     let (host, rest) = if let Some(r) = t.strip_prefix('[') {
         let (h, rest) = r.split_once(']').ok_or_else(bad)?;
         (h.to_owned(), rest.strip_prefix(':').ok_or_else(bad)?)
+    } else if let Some((user, r)) = t.split_once('@').filter(|(u, _)| !u.contains(':')) {
+        let (h, rest) = r.split_once(':').ok_or_else(bad)?;
+        (format!("{user}@{h}"), rest)
     } else {
         let (h, rest) = t.split_once(':').ok_or_else(bad)?;
         (h.to_owned(), rest)
     };
-    if host.is_empty() {
+    if host.is_empty() || host.ends_with('@') {
         return Err(bad());
     }
     match rest.split_once(':') {
         Some((p, dest)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
+            if host.contains('@') {
+                bail!("'{t}': USER@ is for ssh (HOST:DEST); a daemon is HOST:PORT:DEST");
+            }
             let port = p.parse().map_err(|_| bad())?;
-            Ok((host, port, dest.to_owned()))
+            Ok(Target::Daemon {
+                host,
+                port,
+                dest: dest.to_owned(),
+            })
         }
-        _ => Ok((host, DEFAULT_PORT, rest.to_owned())),
+        _ if daemon => Ok(Target::Daemon {
+            host,
+            port: DEFAULT_PORT,
+            dest: rest.to_owned(),
+        }),
+        _ => Ok(Target::Ssh {
+            host,
+            dest: rest.to_owned(),
+        }),
     }
 }
 
@@ -638,13 +822,15 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
     use spate::exit::{tag, Exit};
     let input = |e| tag(e, Exit::Input);
     let (target, paths) = a.args.split_last().expect("clap requires two");
-    let (host, port, dest) = parse_target(target).map_err(input)?;
+    let target = parse_target(target, a.daemon).map_err(input)?;
+    let (dest, remote_root) = match &target {
+        Target::Daemon { dest, .. } => (dest.clone(), None),
+        Target::Ssh { dest, .. } => {
+            let (root, dest) = spate::ssh::remote_root(dest);
+            (dest, Some(root))
+        }
+    };
     let dest = scan::normalize_dest(&dest).map_err(input)?;
-    let server = (host.as_str(), port)
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve '{host}'"))
-        .and_then(|mut a| a.next().with_context(|| format!("'{host}' has no address")))
-        .map_err(|e| tag(e, Exit::Unreachable))?;
     let sources: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
     let mut plan = scan::plan(&sources, &dest, a.recursive).map_err(input)?;
     for (p, why) in &plan.skipped {
@@ -659,23 +845,77 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
     })
     .map_err(input)?;
     hashing.finish();
-    let security = client_security(a, &host, port, server).map_err(input)?;
+    let connect_timeout = Duration::from_secs_f64(a.connect_timeout.clamp(0.1, 3600.0));
+    let (server, security, remote) = match &target {
+        Target::Daemon { host, port, .. } => {
+            let server = (host.as_str(), *port)
+                .to_socket_addrs()
+                .with_context(|| format!("cannot resolve '{host}'"))
+                .and_then(|mut a| a.next().with_context(|| format!("'{host}' has no address")))
+                .map_err(|e| tag(e, Exit::Unreachable))?;
+            let pin = Some((host.as_str(), *port, server));
+            let security = client_security(a, a.token.as_deref(), pin).map_err(input)?;
+            (server, security, None)
+        }
+        Target::Ssh { host, .. } => {
+            let ssh = match (&a.ssh, std::env::var("SPATE_SSH")) {
+                (Some(c), _) => c.clone(),
+                (None, Ok(c)) if !c.trim().is_empty() => c,
+                _ => "ssh".to_owned(),
+            };
+            let opts = spate::ssh::SshOptions {
+                ssh: ssh.split_whitespace().map(str::to_owned).collect(),
+                remote_spate: a.remote_spate.clone(),
+                port_range: a.port_range,
+                // Logging in may take a prompt; the UDP part has its own timeout.
+                timeout: connect_timeout.max(Duration::from_secs(30)),
+            };
+            let remote = spate::ssh::start(host, remote_root.unwrap_or("."), &opts)?;
+            let security = client_security(a, Some(&remote.token), None).map_err(input)?;
+            (remote.addr, security, Some(remote))
+        }
+    };
     let bar = spate::progress::Progress::new(total, a.quiet || a.json);
     let cfg = SendConfig {
         server,
         rate: a.rate.config()?,
-        connect_timeout: Duration::from_secs_f64(a.connect_timeout.clamp(0.1, 3600.0)),
+        connect_timeout,
         idle_timeout: Duration::from_secs_f64(a.idle_timeout.clamp(1.0, 86_400.0)),
         resume: a.resume,
         security,
     };
     let result = send(&plan, &cfg, |s| bar.update(s));
     bar.finish();
-    let result = match result {
-        Err(e) if spate::exit::code(&e) == Exit::UntrustedServer as u8 => {
-            return Err(tag(key_changed(a, &host, port, &e), Exit::UntrustedServer));
+    let remote_addr = remote.as_ref().map(|r| r.addr);
+    if let Some(r) = remote {
+        // After a success the remote receiver exits by itself once its session ended; after
+        // a failure, dropping it ends ssh, and the remote sees its stdin close and exits.
+        if result.is_ok() {
+            r.finish(Duration::from_secs(10));
         }
-        r => r?,
+    }
+    let result = match (result, &remote_addr) {
+        (Err(e), Some(addr)) if spate::exit::code(&e) == Exit::Unreachable as u8 => {
+            return Err(tag(
+                anyhow::anyhow!(
+                    "the receiver started over ssh, but no UDP answer came from {addr} within \
+                     {:.0} s: is UDP to port {} blocked by a firewall? (open a range and pass it \
+                     with --port-range LO-HI)",
+                    connect_timeout.as_secs_f64(),
+                    addr.port()
+                ),
+                Exit::Unreachable,
+            ));
+        }
+        (r, _) => r,
+    };
+    let result = match (result, &target) {
+        (Err(e), Target::Daemon { host, port, .. })
+            if spate::exit::code(&e) == Exit::UntrustedServer as u8 =>
+        {
+            return Err(tag(key_changed(a, host, *port, &e), Exit::UntrustedServer));
+        }
+        (r, _) => r?,
     };
     let report = Report::new(plan.manifest.entries.len(), &result);
     if a.json {
@@ -689,9 +929,8 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
 /// Keys and cipher for a send: from --token, or the identity and the pinned server key.
 fn client_security(
     a: &SendArgs,
-    host: &str,
-    port: u16,
-    server: SocketAddr,
+    token: Option<&str>,
+    pin: Option<(&str, u16, SocketAddr)>,
 ) -> Result<spate::send::Security> {
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use base64::Engine;
@@ -713,7 +952,7 @@ fn client_security(
         Some(p) => p.clone(),
         None => spate::keys::default_identity()?,
     };
-    if let Some(t) = &a.token {
+    if let Some(t) = token {
         let raw = t
             .strip_prefix(TOKEN_PREFIX)
             .and_then(|b| URL_SAFE_NO_PAD.decode(b).ok())
@@ -744,6 +983,9 @@ fn client_security(
         );
     }
     let identity = Identity::load(&id_path)?;
+    let Some((host, port, server)) = pin else {
+        bail!("no server key: give a token or a daemon address");
+    };
     let known = match &a.known_hosts {
         Some(f) => f.clone(),
         None => spate::pin::known_hosts_path()?,
@@ -826,4 +1068,32 @@ fn keygen(out: Option<PathBuf>, comment: Option<String>, force: bool, show: bool
     println!("{}", id.public.line());
     println!("fingerprint {}", id.public.fingerprint());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(t: &str, daemon: bool) -> String {
+        match parse_target(t, daemon) {
+            Ok(Target::Daemon { host, port, dest }) => format!("daemon {host} {port} {dest}"),
+            Ok(Target::Ssh { host, dest }) => format!("ssh {host} {dest}"),
+            Err(e) => format!("error {e}"),
+        }
+    }
+
+    #[test]
+    fn targets_follow_scp_and_a_port_means_a_daemon() {
+        assert_eq!(parse("alice@host:backup/", false), "ssh alice@host backup/");
+        assert_eq!(parse("host:/srv/in", false), "ssh host /srv/in");
+        assert_eq!(parse("host:", false), "ssh host ");
+        assert_eq!(parse("host:7373:in", false), "daemon host 7373 in");
+        assert_eq!(parse("[::1]:7000:.", false), "daemon ::1 7000 .");
+        assert_eq!(parse("[::1]:in", false), "ssh ::1 in");
+        assert_eq!(parse("host:in", true), "daemon host 7373 in");
+        assert!(parse("alice@host:7373:in", false).starts_with("error"));
+        assert!(parse("nohost", false).starts_with("error"));
+        assert!(parse(":in", false).starts_with("error"));
+        assert!(parse("alice@:in", false).starts_with("error"));
+    }
 }

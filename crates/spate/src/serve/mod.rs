@@ -90,6 +90,9 @@ pub struct Server {
     ctx: Ctx,
     /// Who may do what.
     access: Access,
+    /// Serve one session, then return; return as well after this long without any session
+    /// (`spate serve --once`).
+    once: Option<Duration>,
 }
 
 /// What the endpoint asks of the server for a new session: randomness, and a decision on the
@@ -166,7 +169,15 @@ impl Server {
                 claimed: 0,
             },
             access,
+            once: None,
         })
+    }
+
+    /// Serve one session and stop (when it ends, however it ends), or stop after `idle`
+    /// without any session (`spate serve --once`, started over SSH).
+    pub fn once(mut self, idle: Duration) -> Self {
+        self.once = Some(idle);
+        self
     }
 
     /// Ask every new client to prove its address with a RETRY token first (spec §9.5), as
@@ -212,6 +223,8 @@ impl Server {
     pub fn run(&mut self, stop: &Arc<AtomicBool>, mut log: impl FnMut(&SessionLog)) -> Result<()> {
         let mut batch = RecvBatch::default();
         let mut out = vec![0u8; 2048 + 64];
+        let mut idle_since = self.clock.now();
+        let mut served = false;
         while !stop.load(Ordering::Relaxed) {
             // Each batch is stamped with the time it was taken from the socket: a time read
             // once before draining a long backlog made later packets look as if they arrived
@@ -244,7 +257,15 @@ impl Server {
                     self.ctx.claimed = self.ctx.claimed.saturating_sub(s.app.claimed);
                     if !expired {
                         log(&session::log(&s, now));
+                        served = true;
                     }
+                }
+            }
+            if let Some(idle) = self.once {
+                if !self.endpoint.is_empty() {
+                    idle_since = now;
+                } else if served || now.saturating_since(idle_since) > idle {
+                    return Ok(());
                 }
             }
             self.socket.wait(self.clock.until(next), false)?;
