@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use spate::confine::Root;
 use spate::rate::{parse_rate, parse_size};
 use spate::relay::PathConfig;
@@ -212,6 +212,20 @@ struct SendArgs {
     /// Send directories and everything below them.
     #[arg(short, long)]
     recursive: bool,
+    /// With -r: leave out what matches PATTERN (a glob; with a '/', matched against the path
+    /// as named on the receiver, e.g. 'photos/raw'; without, against the name, e.g. '*.tmp').
+    /// Repeat it; with --include, the first matching rule decides.
+    #[arg(long, value_name = "PATTERN")]
+    exclude: Vec<String>,
+    /// With -r: send what matches PATTERN even if a later --exclude matches it.
+    #[arg(long, value_name = "PATTERN")]
+    include: Vec<String>,
+    /// Keep permission bits and modification times (always on; accepted for scp users).
+    #[arg(short = 'p', long)]
+    preserve: bool,
+    /// --include and --exclude in command-line order (filled in from the matches).
+    #[arg(skip)]
+    rules: Vec<(String, bool)>,
     #[command(flatten)]
     rate: RateArgs,
     /// Resume an interrupted transfer: the receiver reports what it already holds (files in
@@ -330,7 +344,11 @@ impl RateArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let (Command::Send(a), Some(m)) = (&mut cli.command, matches.subcommand_matches("send")) {
+        a.rules = filter_rules(m);
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -832,7 +850,8 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
     };
     let dest = scan::normalize_dest(&dest).map_err(input)?;
     let sources: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
-    let mut plan = scan::plan(&sources, &dest, a.recursive).map_err(input)?;
+    let filter = filter_from_args(a).map_err(input)?;
+    let mut plan = scan::plan_filtered(&sources, &dest, a.recursive, &filter).map_err(input)?;
     for (p, why) in &plan.skipped {
         eprintln!("spate: skipping '{}' ({why})", p.display());
     }
@@ -924,6 +943,28 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         eprintln!("{}", report.summary());
     }
     Ok(())
+}
+
+/// The --include and --exclude rules in the order given on the command line (the first that
+/// matches decides, as with rsync); clap keeps each option's values apart, with their
+/// positions.
+fn filter_rules(m: &clap::ArgMatches) -> Vec<(String, bool)> {
+    let mut rules: Vec<(usize, String, bool)> = Vec::new();
+    for (id, include) in [("include", true), ("exclude", false)] {
+        if let (Some(idx), Some(vals)) = (m.indices_of(id), m.get_many::<String>(id)) {
+            rules.extend(idx.zip(vals).map(|(i, v)| (i, v.clone(), include)));
+        }
+    }
+    rules.sort_by_key(|r| r.0);
+    rules.into_iter().map(|(_, p, inc)| (p, inc)).collect()
+}
+
+fn filter_from_args(a: &SendArgs) -> Result<scan::Filter> {
+    let mut f = scan::Filter::default();
+    for (p, include) in &a.rules {
+        f.rule(p, *include)?;
+    }
+    Ok(f)
 }
 
 /// Keys and cipher for a send: from --token, or the identity and the pinned server key.

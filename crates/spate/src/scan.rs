@@ -109,6 +109,51 @@ pub fn normalize_dest(dest: &str) -> Result<String> {
 
 /// Build the plan for `sources` sent to `dest` (already normalised by [`normalize_dest`]).
 pub fn plan(sources: &[PathBuf], dest: &str, recursive: bool) -> Result<Plan> {
+    plan_filtered(sources, dest, recursive, &Filter::default())
+}
+
+/// Which entries of a walked tree to send (`--exclude`, `--include`).
+///
+/// Rules are tried in the order given and the first whose glob matches decides; an entry no
+/// rule matches is sent. A pattern with a `/` is matched against the entry's path as it will
+/// be named on the receiver (`photos/2024/a.jpg`), one without against its name alone
+/// (`*.tmp`). `*` does not cross `/`; `**` does. An excluded directory is skipped with
+/// everything below it. Sources named on the command line are always sent.
+#[derive(Debug, Default)]
+pub struct Filter {
+    rules: Vec<(bool, globset::GlobMatcher, bool)>,
+}
+
+impl Filter {
+    /// Add a rule: `include` or exclude what `pattern` matches.
+    pub fn rule(&mut self, pattern: &str, include: bool) -> Result<()> {
+        let glob = globset::GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .build()
+            .with_context(|| format!("'{pattern}' is not a valid pattern"))?;
+        self.rules
+            .push((include, glob.compile_matcher(), pattern.contains('/')));
+        Ok(())
+    }
+
+    /// Whether the entry at `rel` (named `name`) is sent.
+    pub fn sends(&self, rel: &str, name: &str) -> bool {
+        for (include, m, whole) in &self.rules {
+            if m.is_match(if *whole { rel } else { name }) {
+                return *include;
+            }
+        }
+        true
+    }
+}
+
+/// [`plan`] with `filter` applied to the entries found below directories.
+pub fn plan_filtered(
+    sources: &[PathBuf],
+    dest: &str,
+    recursive: bool,
+    filter: &Filter,
+) -> Result<Plan> {
     let mut p = Plan {
         manifest: Manifest {
             destination: dest.to_owned(),
@@ -128,7 +173,7 @@ pub fn plan(sources: &[PathBuf], dest: &str, recursive: bool) -> Result<Plan> {
                 );
             }
             p.push(path.clone(), src, &meta);
-            walk(&mut p, src, &path)?;
+            walk(&mut p, src, &path, filter)?;
         } else if meta.is_file() {
             // A link named on the command line is followed: keep where it leads, so that
             // later opens need not follow links.
@@ -179,7 +224,7 @@ fn join(dir: &str, name: &str) -> String {
     }
 }
 
-fn walk(p: &mut Plan, dir: &Path, prefix: &str) -> Result<()> {
+fn walk(p: &mut Plan, dir: &Path, prefix: &str, filter: &Filter) -> Result<()> {
     let mut children: Vec<_> = fs::read_dir(dir)
         .with_context(|| format!("cannot list '{}'", dir.display()))?
         .collect::<Result<_, _>>()
@@ -194,11 +239,14 @@ fn walk(p: &mut Plan, dir: &Path, prefix: &str) -> Result<()> {
         let meta = fs::symlink_metadata(&path)
             .with_context(|| format!("cannot read '{}'", path.display()))?;
         let rel = join(prefix, &name);
+        if !filter.sends(&rel, &name) {
+            continue;
+        }
         if meta.file_type().is_symlink() {
             p.skipped.push((path, "symbolic link"));
         } else if meta.is_dir() {
             p.push(rel.clone(), &path, &meta);
-            walk(p, &path, &rel)?;
+            walk(p, &path, &rel, filter)?;
         } else if meta.is_file() {
             p.push(rel, &path, &meta);
         } else {
@@ -287,6 +335,41 @@ mod tests {
     use super::*;
     use crate::source::FileSource;
     use spate_proto::Source;
+
+    #[test]
+    fn excludes_and_includes_follow_the_first_matching_rule() {
+        let t = tempfile::tempdir().unwrap();
+        let tree = t.path().join("tree");
+        fs::create_dir_all(tree.join("build/deep")).unwrap();
+        fs::create_dir_all(tree.join("src")).unwrap();
+        for f in [
+            "a.rs",
+            "b.tmp",
+            "keep.tmp",
+            "build/deep/x.o",
+            "src/c.rs",
+            "src/d.tmp",
+        ] {
+            fs::write(tree.join(f), b"x").unwrap();
+        }
+        let mut filter = Filter::default();
+        filter.rule("keep.tmp", true).unwrap();
+        filter.rule("*.tmp", false).unwrap();
+        filter.rule("tree/build", false).unwrap();
+        let p = plan_filtered(&[tree], "", true, &filter).unwrap();
+        let names: Vec<&str> = p.manifest.entries.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "tree",
+                "tree/a.rs",
+                "tree/keep.tmp",
+                "tree/src",
+                "tree/src/c.rs"
+            ]
+        );
+        assert!(Filter::default().rule("[", false).is_err());
+    }
 
     /// Issue 14, finding 7: a file of the tree swapped, after the scan, for a symbolic link to
     /// a secret of the same size (or for another file) was sent — the secret under a valid

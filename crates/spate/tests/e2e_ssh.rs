@@ -144,6 +144,29 @@ fn a_file_and_a_tree_go_over_ssh_byte_exact() {
         fs::read(tree.join("y")).unwrap()
     );
     assert!(dst.join("copy/tree/empty").is_dir());
+    // Excludes and includes: the first matching rule decides.
+    fs::write(tree.join("scratch.tmp"), b"t").unwrap();
+    fs::write(tree.join("keep.tmp"), b"k").unwrap();
+    let o = run(
+        &s,
+        t.path(),
+        &[
+            "-q",
+            "-r",
+            "--include",
+            "keep.tmp",
+            "--exclude",
+            "*.tmp",
+            "--exclude",
+            "tree/a",
+            "tree",
+            &at(&dst.join("filtered")),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = dst.join("filtered/tree");
+    assert!(got.join("keep.tmp").exists() && got.join("y").exists());
+    assert!(!got.join("scratch.tmp").exists() && !got.join("a").exists());
 }
 
 #[test]
