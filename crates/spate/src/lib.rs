@@ -15,6 +15,7 @@
 //! | [`keys`] | identities, `authorized_keys` and `known_hosts` files, fingerprints |
 //! | [`access`] | the server's authorization: keys, per-key restrictions, one-time tokens |
 //! | [`pin`] | the client's server keys: `known_hosts`, first contact, changed keys |
+//! | [`config`] | defaults for `send` from `config.toml` |
 //! | [`send`] | the sending event loop |
 //! | [`ssh`] | a one-off receiver started over the user's ssh (`host:DEST`) |
 //! | [`serve`] | the receiving event loop (many sessions on one socket) |
@@ -32,6 +33,7 @@
 
 pub mod access;
 pub mod clock;
+pub mod config;
 pub mod confine;
 pub mod demo;
 pub mod exit;

@@ -30,7 +30,10 @@ use spate_proto::{Policy, RateConfig};
     name = "spate",
     version,
     propagate_version = true,
-    after_help = "Exit codes: 0 success (every file in place and verified); 1 other error; \
+    after_help = "Defaults for send: $XDG_CONFIG_HOME/spate/config.toml (or $SPATE_CONFIG), \
+                  keys as the options' long names (policy, rate, cipher, identity, ssh, \
+                  remote_spate, port_range, connect_timeout, …); the command line wins.\n\n\
+                  Exit codes: 0 success (every file in place and verified); 1 other error; \
                   2 usage; 3 bad input here (missing or unreadable source, bad destination, \
                   token or key file); 4 server not reached; 5 refused by the server; 6 server \
                   key not trusted (changed); 7 transfer failed after it began (run it again \
@@ -348,6 +351,10 @@ fn main() -> ExitCode {
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let (Command::Send(a), Some(m)) = (&mut cli.command, matches.subcommand_matches("send")) {
         a.rules = filter_rules(m);
+        if let Err(e) = apply_config(a, m) {
+            eprintln!("spate: error: {e:#}");
+            return ExitCode::from(spate::exit::Exit::Input as u8);
+        }
     }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -941,6 +948,55 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if !a.quiet {
         eprintln!("{}", report.summary());
+    }
+    Ok(())
+}
+
+/// Fill in what the command line left out from `config.toml` (`spate::config`).
+fn apply_config(a: &mut SendArgs, m: &clap::ArgMatches) -> Result<()> {
+    use clap::parser::ValueSource;
+    let path = match std::env::var_os("SPATE_CONFIG") {
+        Some(p) => PathBuf::from(p),
+        None => match spate::config::default_path() {
+            Ok(p) => p,
+            Err(_) => return Ok(()),
+        },
+    };
+    let d = spate::config::load(&path)?;
+    let unset = |id: &str| m.value_source(id) != Some(ValueSource::CommandLine);
+    let bad = |key: &str, e: String| anyhow::anyhow!("in '{}': {key}: {e}", path.display());
+    if let (Some(v), true) = (&d.policy, unset("policy")) {
+        a.rate.policy = PolicyArg::from_str(v, true).map_err(|e| bad("policy", e))?;
+    }
+    if let (Some(v), true) = (&d.rate, unset("rate")) {
+        a.rate.rate = Some(parse_rate(v).map_err(|e| bad("rate", e.to_string()))?);
+    }
+    if let (Some(v), true) = (&d.min_rate, unset("min_rate")) {
+        a.rate.min_rate = Some(parse_rate(v).map_err(|e| bad("min_rate", e.to_string()))?);
+    }
+    if let (Some(v), true) = (&d.cipher, unset("cipher")) {
+        a.cipher = CipherArg::from_str(v, true).map_err(|e| bad("cipher", e))?;
+    }
+    if let (Some(v), true) = (&d.identity, unset("identity")) {
+        a.identity = Some(spate::config::expand_home(v));
+    }
+    if let (Some(v), true) = (&d.ssh, unset("ssh")) {
+        a.ssh = Some(v.clone());
+    }
+    if let (Some(v), true) = (&d.remote_spate, unset("remote_spate")) {
+        a.remote_spate = v.clone();
+    }
+    if let (Some(v), true) = (&d.port_range, unset("port_range")) {
+        a.port_range = Some(parse_port_range(v).map_err(|e| bad("port_range", e))?);
+    }
+    if let (Some(v), true) = (d.connect_timeout, unset("connect_timeout")) {
+        a.connect_timeout = v;
+    }
+    if let (Some(v), true) = (d.idle_timeout, unset("idle_timeout")) {
+        a.idle_timeout = v;
+    }
+    if let (Some(v), true) = (d.strict_host_keys, unset("strict_host_keys")) {
+        a.strict_host_keys = v;
     }
     Ok(())
 }

@@ -117,3 +117,48 @@ fn exit_codes_say_what_failed() {
     let out = common::spate().args(["send", "--bogus"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `config.toml` gives send its defaults; the command line wins; a mistake in the file is
+/// named, with exit code 3.
+#[test]
+fn config_toml_gives_defaults_the_command_line_overrides() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let s = common::serve_with(&root, free_port(), &[]);
+    std::fs::write(t.path().join("f"), b"configured").unwrap();
+    let cfg = t.path().join("config.toml");
+    std::fs::write(&cfg, "cipher = \"none\"\nconnect_timeout = 5\n").unwrap();
+    let send = |extra: &[&str], dest: &str| {
+        run_bounded(
+            common::spate()
+                .env("SPATE_CONFIG", &cfg)
+                .current_dir(t.path())
+                .args(["send", "-q"])
+                .args(extra)
+                .arg("f")
+                .arg(format!("127.0.0.1:{}:{dest}", s.port)),
+            Duration::from_secs(30),
+        )
+    };
+    let o = send(&[], "a");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("UNENCRYPTED"),
+        "the file's cipher"
+    );
+    let o = send(&["--cipher", "aes-256-gcm"], "b");
+    assert!(o.status.success());
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("UNENCRYPTED"),
+        "the command line wins"
+    );
+    std::fs::write(&cfg, "ciper = \"none\"\n").unwrap();
+    let o = send(&[], "c");
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("ciper") && err.contains("config.toml"),
+        "{err}"
+    );
+}
