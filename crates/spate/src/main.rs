@@ -244,9 +244,12 @@ struct SendArgs {
     /// (outages shorter than this are ridden out).
     #[arg(long, default_value_t = 60.0)]
     idle_timeout: f64,
-    /// Print the final statistics as JSON on stdout.
-    #[arg(long)]
-    json: bool,
+    /// Print the final statistics as JSON on stdout; `--json=events` streams one JSON object
+    /// per line instead, for automation: "start", "progress" (every 500 ms: bytes, files,
+    /// rate, ETA), "file" (each file or directory delivered), and "done" (the statistics) or
+    /// "error" (message and exit code).
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "summary", require_equals = true, value_name = "MODE")]
+    json: Option<JsonMode>,
     /// No progress bar or summary (errors are still printed).
     #[arg(short, long)]
     quiet: bool,
@@ -283,6 +286,14 @@ struct SendArgs {
     /// UDP ports the remote receiver may use (over ssh), for firewalls: LO-HI.
     #[arg(long, value_name = "LO-HI", value_parser = parse_port_range)]
     port_range: Option<(u16, u16)>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum JsonMode {
+    /// The final statistics, once.
+    Summary,
+    /// One event per line.
+    Events,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -356,11 +367,18 @@ fn main() -> ExitCode {
             return ExitCode::from(spate::exit::Exit::Input as u8);
         }
     }
+    let events = matches!(&cli.command, Command::Send(a) if a.json == Some(JsonMode::Events));
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("spate: error: {e:#}");
-            ExitCode::from(spate::exit::code(&e))
+            let code = spate::exit::code(&e);
+            if events {
+                Events::emit(serde_json::json!({
+                    "event": "error", "message": format!("{e:#}"), "exit_code": code,
+                }));
+            }
+            ExitCode::from(code)
         }
     }
 }
@@ -863,7 +881,8 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         eprintln!("spate: skipping '{}' ({why})", p.display());
     }
     let total = plan.manifest.total_bytes();
-    let hashing = spate::progress::Progress::new(total, a.quiet || a.json || total < 64 << 20);
+    let json = a.json.is_some();
+    let hashing = spate::progress::Progress::new(total, a.quiet || json || total < 64 << 20);
     let mut hashed = 0;
     plan.compute_digests(|n| {
         hashed += n;
@@ -901,7 +920,14 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
             (remote.addr, security, Some(remote))
         }
     };
-    let bar = spate::progress::Progress::new(total, a.quiet || a.json);
+    let names: Vec<String> = plan
+        .manifest
+        .entries
+        .iter()
+        .map(|e| e.path.clone())
+        .collect();
+    let bar = spate::progress::Progress::new(total, a.quiet || json).with_files(names.clone());
+    let mut events = (a.json == Some(JsonMode::Events)).then(|| Events::new(names, total));
     let cfg = SendConfig {
         server,
         rate: a.rate.config()?,
@@ -910,7 +936,12 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         resume: a.resume,
         security,
     };
-    let result = send(&plan, &cfg, |s| bar.update(s));
+    let result = send(&plan, &cfg, |s| {
+        bar.update(s);
+        if let Some(ev) = events.as_mut() {
+            ev.progress(s);
+        }
+    });
     bar.finish();
     let remote_addr = remote.as_ref().map(|r| r.addr);
     if let Some(r) = remote {
@@ -944,12 +975,82 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         (r, _) => r?,
     };
     let report = Report::new(plan.manifest.entries.len(), &result);
-    if a.json {
+    if let Some(ev) = events.as_mut() {
+        ev.done(&report);
+    } else if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if !a.quiet {
         eprintln!("{}", report.summary());
     }
     Ok(())
+}
+
+/// `send --json=events`: one JSON object per line on stdout.
+struct Events {
+    names: Vec<String>,
+    total: u64,
+    started: std::time::Instant,
+    last: Option<std::time::Instant>,
+    /// Entries already reported delivered.
+    reported: Vec<bool>,
+}
+
+impl Events {
+    fn new(names: Vec<String>, total: u64) -> Events {
+        Events::emit(serde_json::json!({"event": "start", "entries": names.len(), "bytes": total}));
+        let n = names.len();
+        Events {
+            names,
+            total,
+            started: std::time::Instant::now(),
+            last: None,
+            reported: vec![false; n],
+        }
+    }
+
+    fn emit(v: serde_json::Value) {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{v}");
+        let _ = out.flush();
+    }
+
+    /// Called every 100 ms with the sender: file events as they happen, progress every 500 ms.
+    fn progress(&mut self, s: &spate_proto::Sender) {
+        for (i, seen) in self.reported.iter_mut().enumerate() {
+            if !*seen && s.is_delivered(i as u32 + 1) {
+                *seen = true;
+                Events::emit(serde_json::json!({"event": "file", "path": self.names[i]}));
+            }
+        }
+        let now = std::time::Instant::now();
+        if self
+            .last
+            .is_some_and(|l| now.duration_since(l) < Duration::from_millis(500))
+        {
+            return;
+        }
+        self.last = Some(now);
+        let st = s.stats();
+        let bytes = st.delivered_bytes + st.resumed_bytes;
+        let secs = now.duration_since(self.started).as_secs_f64().max(1e-3);
+        let rate = st.delivered_bytes as f64 * 8.0 / secs;
+        let eta = (rate > 0.0).then(|| (self.total.saturating_sub(bytes)) as f64 * 8.0 / rate);
+        let (files_done, files) = s.entries_delivered();
+        Events::emit(serde_json::json!({
+            "event": "progress", "bytes": bytes, "total_bytes": self.total,
+            "files_done": files_done, "files": files, "rate_bps": rate,
+            "eta_s": eta, "rtt_ms": s.rtt().smoothed().as_secs_f64() * 1e3,
+        }));
+    }
+
+    fn done(&mut self, report: &Report) {
+        let mut v = serde_json::to_value(report).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("event".into(), "done".into());
+        }
+        Events::emit(v);
+    }
 }
 
 /// Fill in what the command line left out from `config.toml` (`spate::config`).
@@ -1095,7 +1196,7 @@ fn client_security(
         server,
         timeout,
         a.strict_host_keys,
-        a.quiet || a.json,
+        a.quiet || a.json.is_some(),
     )?;
     Ok(spate::send::Security {
         identity: identity.private,

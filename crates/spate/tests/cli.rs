@@ -162,3 +162,57 @@ fn config_toml_gives_defaults_the_command_line_overrides() {
         "{err}"
     );
 }
+
+/// `send --json=events`: one JSON object per line — start, a file event per entry, progress,
+/// done; and an error event with the exit code when it fails.
+#[test]
+fn json_events_stream_one_object_per_line() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let s = common::serve_with(&root, free_port(), &[]);
+    let tree = t.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    for i in 0..3 {
+        std::fs::write(tree.join(format!("f{i}")), vec![i as u8; 50_000]).unwrap();
+    }
+    let o = run_bounded(
+        common::spate()
+            .current_dir(t.path())
+            .args(["send", "--json=events", "-r", "tree"])
+            .arg(format!("127.0.0.1:{}:in/", s.port)),
+        Duration::from_secs(30),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let events: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"start"));
+    assert_eq!(kinds.last(), Some(&"done"));
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "file").count(),
+        4,
+        "{kinds:?}"
+    );
+    assert!(kinds.contains(&"progress"), "{kinds:?}");
+    assert_eq!(events.last().unwrap()["bytes_delivered"], 150_000);
+    let o = run_bounded(
+        common::spate().current_dir(t.path()).args([
+            "send",
+            "--json=events",
+            "missing",
+            "127.0.0.1:9:x",
+        ]),
+        Duration::from_secs(30),
+    );
+    let last: serde_json::Value =
+        serde_json::from_str(String::from_utf8(o.stdout).unwrap().lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "error");
+    assert_eq!(last["exit_code"], 3);
+}

@@ -301,6 +301,28 @@ impl Sender {
         self.sizes[1..].iter().sum()
     }
 
+    /// Manifest entries (files and directories) whose every byte is acknowledged, and how
+    /// many there are: what a progress display counts.
+    pub fn entries_delivered(&self) -> (usize, usize) {
+        let total = self.sizes.len() - 1;
+        let done = self.object_done[1..].iter().filter(|&&d| d).count();
+        (done, total)
+    }
+
+    /// True if every byte of object `object` (1 = the first entry) is acknowledged.
+    pub fn is_delivered(&self, object: u32) -> bool {
+        self.object_done
+            .get(object as usize)
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// The entry new data is being sent from (1-based object number; 0 while the manifest
+    /// is being sent).
+    pub fn sending_object(&self) -> u32 {
+        self.cursor.0.min((self.sizes.len() - 1) as u32)
+    }
+
     /// True once the session ended and nothing is left to send.
     pub fn is_closed(&self) -> bool {
         self.phase == Phase::Ended && self.close_pending.is_none()
