@@ -18,6 +18,7 @@
 //! | [`config`] | defaults for `send` from `config.toml` |
 //! | [`send`] | the sending event loop |
 //! | [`ssh`] | a one-off receiver started over the user's ssh (`host:DEST`) |
+//! | [`get`] | downloads over ssh: the remote sends to the port this side knocked from |
 //! | [`serve`] | the receiving event loop (many sessions on one socket) |
 //! | [`demo`] | `spate demo`: receiver, impaired link and sender in one process |
 //! | [`relay`] | a user-space impaired link (delay, loss, rate) between two UDP endpoints |
@@ -37,6 +38,7 @@ pub mod config;
 pub mod confine;
 pub mod demo;
 pub mod exit;
+pub mod get;
 pub mod journal;
 pub mod keys;
 pub mod noise;

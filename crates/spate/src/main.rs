@@ -137,6 +137,44 @@ enum Command {
     ///   spate send -r photos/ server:7373:incoming       # daemon: incoming/photos/...
     #[command(verbatim_doc_comment)]
     Send(SendArgs),
+    /// Fetch files or trees from a host over your own ssh (the remote needs the spate binary).
+    ///
+    /// `[user@]host:path` as with scp: relative to your home there, or absolute; a glob in the
+    /// last component is expanded on the remote (quote it: host:'logs/*.gz'). Everything
+    /// lands in LOCALDIR, which must exist. Integrity (BLAKE3), resume (--resume after an
+    /// interruption) and modes and times work as for send.
+    ///
+    /// Examples:
+    ///   spate get alice@server:big.iso .
+    ///   spate get -r server:/srv/photos/2024 ~/photos/
+    ///   spate get server:'logs/*.gz' logs/
+    #[command(verbatim_doc_comment)]
+    Get(GetArgs),
+    /// Copy like scp: to a host if the destination is HOST:PATH, from one if the sources are.
+    ///
+    /// Examples:
+    ///   spate cp -r photos/ server:backup/       # = spate send
+    ///   spate cp server:backup/big.iso .          # = spate get
+    #[command(verbatim_doc_comment)]
+    Cp(SendArgs),
+    /// The sending end of `spate get`, started by it over ssh (not for direct use).
+    #[command(hide = true)]
+    PushOnce {
+        #[arg(long)]
+        peer_key: String,
+        #[arg(long)]
+        token: String,
+        #[arg(short, long)]
+        recursive: bool,
+        #[arg(long)]
+        resume: bool,
+        #[arg(long, value_parser = parse_port_range)]
+        port_range: Option<(u16, u16)>,
+        #[command(flatten)]
+        rate: RateArgs,
+        #[arg(required = true, last = true)]
+        paths: Vec<String>,
+    },
     /// Create an identity: an X25519 key pair for authenticated sessions.
     ///
     /// Writes the private key (mode 0600) to $XDG_CONFIG_HOME/spate/id_x25519 (else
@@ -307,6 +345,36 @@ enum CipherArg {
 }
 
 #[derive(Args)]
+struct GetArgs {
+    /// [USER@]HOST:PATH... (one host), then LOCALDIR.
+    #[arg(required = true, num_args = 2.., value_name = "[USER@]HOST:PATH... LOCALDIR")]
+    args: Vec<String>,
+    /// Fetch directories and everything below them.
+    #[arg(short, long)]
+    recursive: bool,
+    /// Fetch only what LOCALDIR does not hold yet from an interrupted download.
+    #[arg(long)]
+    resume: bool,
+    #[command(flatten)]
+    rate: RateArgs,
+    /// The ssh command, with options [default: $SPATE_SSH, else ssh].
+    #[arg(long, value_name = "COMMAND")]
+    ssh: Option<String>,
+    /// The spate binary on the remote host.
+    #[arg(long, value_name = "PATH", default_value = "spate")]
+    remote_spate: String,
+    /// UDP ports the remote may send from (for firewalls): LO-HI.
+    #[arg(long, value_name = "LO-HI", value_parser = parse_port_range)]
+    port_range: Option<(u16, u16)>,
+    /// Print the session's statistics as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No summary (errors are still printed).
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
 struct RateArgs {
     /// Rate policy: fair shares equally with other Spate flows; high takes about twice a fair
     /// share; low uses only capacity others leave idle; fixed sends at --rate regardless
@@ -360,7 +428,10 @@ impl RateArgs {
 fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    if let (Command::Send(a), Some(m)) = (&mut cli.command, matches.subcommand_matches("send")) {
+    let sub = matches
+        .subcommand_matches("send")
+        .or(matches.subcommand_matches("cp"));
+    if let (Command::Send(a) | Command::Cp(a), Some(m)) = (&mut cli.command, sub) {
         a.rules = filter_rules(m);
         if let Err(e) = apply_config(a, m) {
             eprintln!("spate: error: {e:#}");
@@ -462,6 +533,28 @@ fn run(cli: Cli) -> Result<()> {
             serve(&root, identity, &opts)
         }
         Command::Send(a) => send_cmd(&a),
+        Command::Get(g) => get_cmd(&g),
+        Command::Cp(a) => cp_cmd(a),
+        Command::PushOnce {
+            peer_key,
+            token,
+            recursive,
+            resume,
+            port_range,
+            rate,
+            paths,
+        } => {
+            watch_stdin_and_exit();
+            spate::get::push_once(
+                &paths,
+                recursive,
+                resume,
+                &peer_key,
+                &token,
+                port_range,
+                rate.config()?,
+            )
+        }
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "spate", &mut std::io::stdout());
@@ -903,18 +996,13 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
             (server, security, None)
         }
         Target::Ssh { host, .. } => {
-            let ssh = match (&a.ssh, std::env::var("SPATE_SSH")) {
-                (Some(c), _) => c.clone(),
-                (None, Ok(c)) if !c.trim().is_empty() => c,
-                _ => "ssh".to_owned(),
-            };
-            let opts = spate::ssh::SshOptions {
-                ssh: ssh.split_whitespace().map(str::to_owned).collect(),
-                remote_spate: a.remote_spate.clone(),
-                port_range: a.port_range,
-                // Logging in may take a prompt; the UDP part has its own timeout.
-                timeout: connect_timeout.max(Duration::from_secs(30)),
-            };
+            // Logging in may take a prompt; the UDP part has its own timeout.
+            let opts = ssh_options(
+                &a.ssh,
+                &a.remote_spate,
+                a.port_range,
+                connect_timeout.max(Duration::from_secs(30)),
+            );
             let remote = spate::ssh::start(host, remote_root.unwrap_or("."), &opts)?;
             let security = client_security(a, Some(&remote.token), None).map_err(input)?;
             (remote.addr, security, Some(remote))
@@ -983,6 +1071,162 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         eprintln!("{}", report.summary());
     }
     Ok(())
+}
+
+/// Started over ssh: when the client goes (stdin closes), go too.
+fn watch_stdin_and_exit() {
+    if stdin_is_pipe() {
+        std::thread::spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            std::process::exit(spate::exit::Exit::Interrupted as u8 as i32);
+        });
+    }
+}
+
+/// The rate options as arguments for the remote (`get` passes them to `push-once`).
+fn rate_args(r: &RateArgs) -> Vec<String> {
+    let policy = match r.policy {
+        PolicyArg::Fair => "fair",
+        PolicyArg::High => "high",
+        PolicyArg::Low => "low",
+        PolicyArg::Fixed => "fixed",
+    };
+    let mut v = vec!["--policy".to_owned(), policy.to_owned()];
+    if let Some(x) = r.rate {
+        v.extend(["--rate".to_owned(), x.to_string()]);
+    }
+    if let Some(x) = r.min_rate {
+        v.extend(["--min-rate".to_owned(), x.to_string()]);
+    }
+    v
+}
+
+fn ssh_options(
+    ssh: &Option<String>,
+    remote_spate: &str,
+    port_range: Option<(u16, u16)>,
+    timeout: Duration,
+) -> spate::ssh::SshOptions {
+    let cmd = match (ssh, std::env::var("SPATE_SSH")) {
+        (Some(c), _) => c.clone(),
+        (None, Ok(c)) if !c.trim().is_empty() => c,
+        _ => "ssh".to_owned(),
+    };
+    spate::ssh::SshOptions {
+        ssh: cmd.split_whitespace().map(str::to_owned).collect(),
+        remote_spate: remote_spate.to_owned(),
+        port_range,
+        timeout,
+    }
+}
+
+fn get_cmd(g: &GetArgs) -> Result<()> {
+    use spate::exit::{tag, Exit};
+    let (local, remotes) = g.args.split_last().expect("clap requires two");
+    let mut host = None;
+    let mut paths = Vec::new();
+    for r in remotes {
+        match parse_target(r, false).map_err(|e| tag(e, Exit::Input))? {
+            Target::Ssh { host: h, dest } => {
+                if host.get_or_insert_with(|| h.clone()) != &h {
+                    return Err(tag(
+                        anyhow::anyhow!("all sources must be on one host"),
+                        Exit::Input,
+                    ));
+                }
+                if dest.is_empty() {
+                    return Err(tag(
+                        anyhow::anyhow!("'{r}': name a path on the host"),
+                        Exit::Input,
+                    ));
+                }
+                paths.push(dest);
+            }
+            Target::Daemon { .. } => {
+                return Err(tag(
+                    anyhow::anyhow!(
+                        "'{r}': get works over ssh ([USER@]HOST:PATH), not with a daemon"
+                    ),
+                    Exit::Input,
+                ))
+            }
+        }
+    }
+    let host = host.expect("at least one source");
+    let local = PathBuf::from(local);
+    if !local.is_dir() {
+        return Err(tag(
+            anyhow::anyhow!(
+                "'{}' is not a directory here: create it, or name one",
+                local.display()
+            ),
+            Exit::Input,
+        ));
+    }
+    let opts = spate::get::GetOptions {
+        paths,
+        recursive: g.recursive,
+        resume: g.resume,
+        rate_args: rate_args(&g.rate),
+    };
+    let ssh = ssh_options(
+        &g.ssh,
+        &g.remote_spate,
+        g.port_range,
+        Duration::from_secs(30),
+    );
+    let log = spate::get::get(&host, &local, &opts, &ssh)?;
+    if g.json {
+        println!("{}", session_json(&log));
+    } else if !g.quiet {
+        let secs = log.seconds.max(1e-3);
+        let mut resumed = String::new();
+        if log.resumed > 0 {
+            resumed = format!(" (+ {} already here)", human_bytes(log.resumed));
+        }
+        eprintln!(
+            "{} entries, {}{resumed} in {:.1} s: {} goodput [{}]; every file verified (BLAKE3)",
+            log.objects,
+            human_bytes(log.bytes),
+            secs,
+            spate::rate::format_rate(log.bytes as f64 * 8.0 / secs),
+            log.cipher
+        );
+    }
+    Ok(())
+}
+
+/// `cp`: a send if the destination is remote, else a get.
+fn cp_cmd(a: SendArgs) -> Result<()> {
+    let (last, sources) = a.args.split_last().expect("clap requires two");
+    let remote = |s: &str| {
+        !s.starts_with('/')
+            && !s.starts_with('.')
+            && s.split('/').next().is_some_and(|p| p.contains(':'))
+    };
+    if remote(last) {
+        return send_cmd(&a);
+    }
+    if !sources.iter().all(|s| remote(s)) {
+        return Err(spate::exit::tag(
+            anyhow::anyhow!(
+                "cp needs a HOST:PATH destination (a send) or HOST:PATH sources (a get)"
+            ),
+            spate::exit::Exit::Input,
+        ));
+    }
+    let g = GetArgs {
+        args: a.args.clone(),
+        recursive: a.recursive,
+        resume: a.resume,
+        rate: a.rate,
+        ssh: a.ssh.clone(),
+        remote_spate: a.remote_spate.clone(),
+        port_range: a.port_range,
+        json: a.json.is_some(),
+        quiet: a.quiet,
+    };
+    get_cmd(&g)
 }
 
 /// `send --json=events`: one JSON object per line on stdout.

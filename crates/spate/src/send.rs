@@ -114,19 +114,42 @@ pub fn send(plan: &Plan, cfg: &SendConfig, progress: impl FnMut(&Sender)) -> Res
     send_with(&plan.manifest, &mut source, cfg, progress)
 }
 
+/// [`send`] from `socket` (see [`send_on`]).
+pub fn send_plan_on(
+    socket: Socket,
+    plan: &Plan,
+    cfg: &SendConfig,
+    progress: impl FnMut(&Sender),
+) -> Result<SendResult> {
+    let sizes = plan.manifest.entries.iter().map(|e| e.size).collect();
+    let mut source = FileSource::new(plan.sources.clone(), sizes);
+    send_on(socket, &plan.manifest, &mut source, cfg, progress)
+}
+
 /// Send the objects of `manifest`, read from `source` (files, or memory for benchmarks).
 pub fn send_with(
     manifest: &Manifest,
     source: &mut impl Source,
     cfg: &SendConfig,
-    mut progress: impl FnMut(&Sender),
+    progress: impl FnMut(&Sender),
 ) -> Result<SendResult> {
     let bind: SocketAddr = if cfg.server.is_ipv6() {
         "[::]:0".parse()?
     } else {
         "0.0.0.0:0".parse()?
     };
-    let socket = Socket::bind(bind)?;
+    send_on(Socket::bind(bind)?, manifest, source, cfg, progress)
+}
+
+/// [`send_with`] from `socket` (already bound: a port a firewall or NAT lets through, as for
+/// a download over ssh, where the receiver first knocks at this port).
+pub fn send_on(
+    socket: Socket,
+    manifest: &Manifest,
+    source: &mut impl Source,
+    cfg: &SendConfig,
+    mut progress: impl FnMut(&Sender),
+) -> Result<SendResult> {
     let clock = Clock::new();
     let mut scfg = SenderConfig::new(cfg.rate);
     // Verification (spec §6.8) checks each file against its digest, so it needs one for every

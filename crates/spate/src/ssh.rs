@@ -83,20 +83,27 @@ pub fn remote_root(dest: &str) -> (&'static str, String) {
 /// Start `spate serve --once` on `host` (`[user@]host`) with `root` as its root, and wait for
 /// its announcement.
 pub fn start(host: &str, root: &str, o: &SshOptions) -> Result<Remote> {
-    let (program, args) = o.ssh.split_first().context("--ssh is empty")?;
-    let mut remote = vec![
-        shell_quote(&o.remote_spate),
-        "serve".into(),
+    let mut args = vec![
+        "serve".to_owned(),
         "--once".into(),
         "--root".into(),
-        shell_quote(root),
+        root.into(),
     ];
     if let Some((lo, hi)) = o.port_range {
-        remote.push("--port-range".into());
-        remote.push(format!("{lo}-{hi}"));
+        args.push("--port-range".into());
+        args.push(format!("{lo}-{hi}"));
     }
+    start_command(host, &args, o)
+}
+
+/// Run `spate ARGS…` on `host` over ssh (each argument quoted for the remote shell) and wait
+/// for its announcement line.
+pub fn start_command(host: &str, args: &[String], o: &SshOptions) -> Result<Remote> {
+    let (program, ssh_args) = o.ssh.split_first().context("--ssh is empty")?;
+    let mut remote = vec![shell_quote(&o.remote_spate)];
+    remote.extend(args.iter().map(|a| shell_quote(a)));
     let mut child = Command::new(program)
-        .args(args)
+        .args(ssh_args)
         .arg(host)
         .arg("--")
         .arg(remote.join(" "))
@@ -141,8 +148,8 @@ pub fn start(host: &str, root: &str, o: &SshOptions) -> Result<Remote> {
                 let _ = child.wait();
                 return Err(tag(
                     anyhow::anyhow!(
-                        "{host} did not start a receiver within {:.0} s (ssh connected but \
-                         `{} serve --once` said nothing)",
+                        "{host} did not start spate within {:.0} s (ssh connected but `{}` \
+                         said nothing)",
                         o.timeout.as_secs_f64(),
                         o.remote_spate
                     ),
@@ -178,8 +185,8 @@ pub fn start(host: &str, root: &str, o: &SshOptions) -> Result<Remote> {
                 ),
                 _ => tag(
                     anyhow::anyhow!(
-                        "the receiver on {host} exited ({status}) before it was ready (its \
-                         message is above)"
+                        "spate on {host} exited ({status}) before it was ready (its message is \
+                         above)"
                     ),
                     Exit::Refused,
                 ),

@@ -1,5 +1,6 @@
-//! `spate send FILE [user@]host:DEST` through a real OpenSSH server (issue 16): the receiver is
-//! started over ssh for the one transfer, with no `spate serve` started by hand. A private
+//! `spate send`, `spate get` and `spate cp` with `[user@]host:PATH` through a real OpenSSH
+//! server (issue 16): the remote end is started over ssh for the one transfer, with no
+//! `spate serve` started by hand. A private
 //! `sshd` listens on loopback with its own host key and authorized key (needs root and
 //! Debian's `openssh-server`, which `scripts/lab-setup.sh` installs); without them the tests say
 //! SKIPPED.
@@ -308,4 +309,130 @@ fn failures_say_which_part_failed() {
         stderr(&o)
     );
     assert!(secs < 10.0, "{secs} s");
+}
+
+fn spate_get(s: &Sshd, cwd: &Path, args: &[&str]) -> Command {
+    let mut c = common::spate();
+    c.current_dir(cwd)
+        .args(["get", "--ssh", &s.ssh()])
+        .args(["--remote-spate", common::SPATE])
+        .args(args);
+    c
+}
+
+/// Downloads: a file, a glob expanded on the remote, a tree; `cp` in both directions; all
+/// byte-exact.
+#[test]
+fn get_and_cp_fetch_files_globs_and_trees() {
+    let Some(s) = Sshd::start() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let remote = t.path().join("remote");
+    fs::create_dir_all(remote.join("logs/old")).unwrap();
+    for i in 0..3 {
+        fs::write(
+            remote.join(format!("logs/{i}.gz")),
+            spate::noise::bytes(i, 200_000),
+        )
+        .unwrap();
+    }
+    fs::write(remote.join("logs/readme.txt"), b"not a gz").unwrap();
+    fs::write(remote.join("logs/old/9.gz"), b"old").unwrap();
+    let local = t.path().join("local");
+    fs::create_dir(&local).unwrap();
+    let r = remote.display();
+    let ok = |o: Output| assert!(o.status.success(), "{}", stderr(&o));
+    ok(run_bounded(
+        &mut spate_get(
+            &s,
+            t.path(),
+            &["-q", &format!("root@127.0.0.1:{r}/logs/*.gz"), "local"],
+        ),
+        Duration::from_secs(60),
+    ));
+    for i in 0..3 {
+        assert_eq!(
+            fs::read(local.join(format!("{i}.gz"))).unwrap(),
+            spate::noise::bytes(i, 200_000)
+        );
+    }
+    assert!(!local.join("readme.txt").exists(), "the glob chose");
+    // A tree with get, then with cp (a get), then back with cp (a send).
+    let tree_src = format!("root@127.0.0.1:{r}/logs");
+    let mut get = spate_get(&s, t.path(), &["-q", "-r", &tree_src, "local"]);
+    ok(run_bounded(&mut get, Duration::from_secs(60)));
+    assert_eq!(fs::read(local.join("logs/old/9.gz")).unwrap(), b"old");
+    let mut cp = common::spate();
+    cp.current_dir(t.path())
+        .args([
+            "cp",
+            "-q",
+            "--ssh",
+            &s.ssh(),
+            "--remote-spate",
+            common::SPATE,
+            "-r",
+        ])
+        .arg(format!("root@127.0.0.1:{r}/logs"))
+        .arg("local/again");
+    fs::create_dir(local.join("again")).unwrap();
+    ok(run_bounded(&mut cp, Duration::from_secs(60)));
+    assert_eq!(
+        fs::read(local.join("again/logs/readme.txt")).unwrap(),
+        b"not a gz"
+    );
+    let mut cp = common::spate();
+    cp.current_dir(t.path())
+        .args([
+            "cp",
+            "-q",
+            "--ssh",
+            &s.ssh(),
+            "--remote-spate",
+            common::SPATE,
+            "-r",
+        ])
+        .arg("local/again/logs")
+        .arg(format!("root@127.0.0.1:{r}/back/"));
+    ok(run_bounded(&mut cp, Duration::from_secs(60)));
+    assert_eq!(
+        fs::read(remote.join("back/logs/1.gz")).unwrap(),
+        spate::noise::bytes(1, 200_000)
+    );
+}
+
+#[test]
+fn a_killed_download_resumes() {
+    let Some(s) = Sshd::start() else { return };
+    let t = tempfile::tempdir().unwrap();
+    let data = spate::noise::bytes(6, 24 << 20);
+    fs::write(t.path().join("big.bin"), &data).unwrap();
+    let local = t.path().join("local");
+    fs::create_dir(&local).unwrap();
+    let src = format!("root@127.0.0.1:{}/big.bin", t.path().display());
+    let mut child = spate_get(
+        &s,
+        t.path(),
+        &["-q", "--policy", "fixed", "--rate", "40M", &src, "local"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(!local.join("big.bin").exists(), "killed before the end");
+    std::thread::sleep(Duration::from_millis(1000));
+    let o = run_bounded(
+        &mut spate_get(&s, t.path(), &["--json", "--resume", &src, "local"]),
+        Duration::from_secs(60),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(fs::read(local.join("big.bin")).unwrap(), data);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    eprintln!(
+        "download resumed: {} bytes were already here",
+        v["resumed_bytes"]
+    );
+    assert!(v["resumed_bytes"].as_u64().unwrap() > 0, "{v}");
 }

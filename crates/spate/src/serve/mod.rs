@@ -147,6 +147,17 @@ impl Server {
         let socket = Socket::bind(listen).with_context(|| {
             format!("cannot listen on {listen} (is another spate serve running there? choose another port with --listen)")
         })?;
+        Server::on_socket(socket, root, identity, access)
+    }
+
+    /// A server on an already bound `socket` (a download over ssh receives on the socket it
+    /// knocked from, so that the sender's packets pass the NAT).
+    pub fn on_socket(
+        socket: Socket,
+        root: Root,
+        identity: Identity,
+        access: Access,
+    ) -> Result<Server> {
         let pool = WriterPool::new(WriterPool::default_size())
             .context("cannot start the writer threads")?;
         let limits = Limits::default();
