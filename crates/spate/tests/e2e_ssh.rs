@@ -269,6 +269,33 @@ fn failures_say_which_part_failed() {
     let err = stderr(&o);
     assert!(err.contains("refused") || err.contains("plain"), "{err}");
 
+    // Somewhere even root cannot create files.
+    let o = run(
+        &s,
+        t.path(),
+        &["-q", "f", "root@127.0.0.1:/proc/sys/spate-test/"],
+    );
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot create 'proc/sys/spate-test/f'"),
+        "{}",
+        stderr(&o)
+    );
+    // A remote path that does not exist, for a download.
+    let mut c = spate_get(
+        &s,
+        t.path(),
+        &["-q", "root@127.0.0.1:/nonexistent/file", "."],
+    );
+    let (o, secs) = timed(&mut c);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("cannot read '/nonexistent/file'"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(secs < 10.0, "{secs} s");
+
     // UDP blocked by a firewall (nftables drops the port range the receiver must use).
     if Command::new("nft").arg("--version").output().is_err() {
         eprintln!("SKIPPED the firewall case: nft is not installed (scripts/lab-setup.sh)");

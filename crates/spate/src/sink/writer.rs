@@ -112,16 +112,25 @@ impl Writer {
             .iter()
             .zip(&w.manifest.entries)
             .try_for_each(|(path, e)| {
-                let t = root.prepare_noting(path, &mut w.created)?;
+                // Name the path (relative to the root) when the system's error does not.
+                let t = root
+                    .prepare_noting(path, &mut w.created)
+                    .map_err(|err| (path.clone(), err))?;
                 if e.kind == EntryKind::File {
-                    replaceable(&t, path)?;
+                    replaceable(&t, path).map_err(|err| (path.clone(), err))?;
                 }
                 w.targets.push(t);
-                Ok::<_, io::Error>(())
+                Ok::<_, (String, io::Error)>(())
             });
-        if let Err(e) = prepared {
+        if let Err((path, e)) = prepared {
             w.remove_created();
-            let _ = w.back.send(Back::Outcome(Outcome::Refused(e.to_string())));
+            let msg = e.to_string();
+            let msg = if msg.contains(path.as_str()) {
+                msg
+            } else {
+                format!("cannot create '{path}': {msg}")
+            };
+            let _ = w.back.send(Back::Outcome(Outcome::Refused(msg)));
             return None;
         }
         if resume {
