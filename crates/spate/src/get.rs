@@ -57,8 +57,15 @@ pub struct GetOptions {
     pub rate_args: Vec<String>,
 }
 
-/// Download `o.paths` from `host` into `local` (an existing directory).
-pub fn get(host: &str, local: &Path, o: &GetOptions, ssh: &SshOptions) -> Result<SessionLog> {
+/// Download `o.paths` from `host` into `local` (an existing directory); `progress` sees the
+/// bytes held and to hold about every 100 ms.
+pub fn get(
+    host: &str,
+    local: &Path,
+    o: &GetOptions,
+    ssh: &SshOptions,
+    progress: impl FnMut(&crate::serve::Received),
+) -> Result<SessionLog> {
     let root = Root::new(local).map_err(|e| tag(e, Exit::Input))?;
     let identity = Identity::generate()?;
     let secret = crate::random::bytes16();
@@ -105,7 +112,7 @@ pub fn get(host: &str, local: &Path, o: &GetOptions, ssh: &SshOptions) -> Result
     let mut server = Server::on_socket(socket, root, identity, access)?.once(WAIT);
     let stop = Arc::new(AtomicBool::new(false));
     let mut log = None;
-    server.run(&stop, |s| log = Some(s.clone()))?;
+    server.run_with_progress(&stop, |s| log = Some(s.clone()), progress)?;
     let remote_addr = remote.addr;
     drop(remote);
     let Some(log) = log else {

@@ -1175,7 +1175,10 @@ fn get_cmd(g: &GetArgs) -> Result<()> {
         g.port_range,
         Duration::from_secs(30),
     );
-    let log = spate::get::get(&host, &local, &opts, &ssh)?;
+    let bar = spate::progress::Progress::new(0, g.quiet || g.json);
+    let log = spate::get::get(&host, &local, &opts, &ssh, |r| bar.received(r));
+    bar.finish();
+    let log = log?;
     if g.json {
         println!("{}", session_json(&log));
     } else if !g.quiet {

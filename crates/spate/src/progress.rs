@@ -72,6 +72,20 @@ impl Progress {
         self.bar.set_message(msg);
     }
 
+    /// Show what a receiving end holds (a download): bytes of the total, once it is known.
+    pub fn received(&self, r: &crate::serve::Received) {
+        if r.total > 0 && self.bar.length() != Some(r.total) {
+            self.bar.set_length(r.total);
+        }
+        self.bar.set_position(r.bytes);
+        let secs = self.bar.elapsed().as_secs_f64().max(1e-3);
+        self.bar.set_message(format!(
+            "{:>12}  {} entries",
+            format_rate(r.bytes as f64 * 8.0 / secs),
+            r.entries
+        ));
+    }
+
     /// Show a position and a message (for phases before the transfer, such as hashing).
     pub fn set(&self, pos: u64, msg: &str) {
         self.bar.set_position(pos);

@@ -53,6 +53,22 @@ use session::{Ctx, Session, Slot};
 const MAX_BATCHES: usize = 16;
 /// Longest sleep of the loop.
 const MAX_WAIT: Duration = Duration::from_millis(50);
+/// How often [`Server::run_with_progress`] reports.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+/// What the sessions in progress hold so far.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Received {
+    /// Sessions.
+    pub sessions: usize,
+    /// File bytes held (received, or there already when resuming).
+    pub bytes: u64,
+    /// File bytes their manifests announce (0 until a manifest is complete).
+    pub total: u64,
+    /// Entries their manifests announce.
+    pub entries: usize,
+}
+
 /// How a session ended, for the log.
 #[derive(Debug, Clone)]
 pub struct SessionLog {
@@ -231,7 +247,19 @@ impl Server {
     }
 
     /// Serve until `stop`; `log` is called when a session ends.
-    pub fn run(&mut self, stop: &Arc<AtomicBool>, mut log: impl FnMut(&SessionLog)) -> Result<()> {
+    pub fn run(&mut self, stop: &Arc<AtomicBool>, log: impl FnMut(&SessionLog)) -> Result<()> {
+        self.run_with_progress(stop, log, |_| {})
+    }
+
+    /// [`run`](Self::run), also calling `progress` about every 100 ms with the sessions'
+    /// bytes held and to hold (for a one-session server, such as a download's receiving end).
+    pub fn run_with_progress(
+        &mut self,
+        stop: &Arc<AtomicBool>,
+        mut log: impl FnMut(&SessionLog),
+        mut progress: impl FnMut(&Received),
+    ) -> Result<()> {
+        let mut last_progress = self.clock.now();
         let mut batch = RecvBatch::default();
         let mut out = vec![0u8; 2048 + 64];
         let mut idle_since = self.clock.now();
@@ -271,6 +299,20 @@ impl Server {
                         served = true;
                     }
                 }
+            }
+            if now.saturating_since(last_progress) >= PROGRESS_EVERY {
+                last_progress = now;
+                let mut r = Received::default();
+                for (_, s) in self.endpoint.iter_mut() {
+                    let st = s.rx.inner().stats();
+                    r.bytes += st.delivered_bytes + st.resumed_bytes;
+                    r.sessions += 1;
+                    if let Some(m) = s.rx.inner().manifest() {
+                        r.total += m.total_bytes();
+                        r.entries += m.entries.len();
+                    }
+                }
+                progress(&r);
             }
             if let Some(idle) = self.once {
                 if !self.endpoint.is_empty() {
