@@ -314,14 +314,21 @@ struct SendArgs {
     /// receiver over ssh.
     #[arg(long)]
     daemon: bool,
-    /// The ssh command for [USER@]HOST:DEST, with options [default: $SPATE_SSH, else ssh];
-    /// for example --ssh "ssh -p 2222 -i ~/.ssh/lab".
+    #[command(flatten)]
+    remote: SshArgs,
+}
+
+/// How to start the remote end over ssh (`[user@]host:PATH`).
+#[derive(Args, Clone)]
+struct SshArgs {
+    /// The ssh command, with options [default: $SPATE_SSH, else ssh]; for example
+    /// --ssh "ssh -p 2222 -i ~/.ssh/lab".
     #[arg(long, value_name = "COMMAND")]
     ssh: Option<String>,
-    /// The spate binary on the remote host (over ssh).
+    /// The spate binary on the remote host.
     #[arg(long, value_name = "PATH", default_value = "spate")]
     remote_spate: String,
-    /// UDP ports the remote receiver may use (over ssh), for firewalls: LO-HI.
+    /// UDP ports the remote end may use, for firewalls: LO-HI.
     #[arg(long, value_name = "LO-HI", value_parser = parse_port_range)]
     port_range: Option<(u16, u16)>,
 }
@@ -357,15 +364,8 @@ struct GetArgs {
     resume: bool,
     #[command(flatten)]
     rate: RateArgs,
-    /// The ssh command, with options [default: $SPATE_SSH, else ssh].
-    #[arg(long, value_name = "COMMAND")]
-    ssh: Option<String>,
-    /// The spate binary on the remote host.
-    #[arg(long, value_name = "PATH", default_value = "spate")]
-    remote_spate: String,
-    /// UDP ports the remote may send from (for firewalls): LO-HI.
-    #[arg(long, value_name = "LO-HI", value_parser = parse_port_range)]
-    port_range: Option<(u16, u16)>,
+    #[command(flatten)]
+    remote: SshArgs,
     /// Print the session's statistics as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -998,9 +998,9 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         Target::Ssh { host, .. } => {
             // Logging in may take a prompt; the UDP part has its own timeout.
             let opts = ssh_options(
-                &a.ssh,
-                &a.remote_spate,
-                a.port_range,
+                &a.remote.ssh,
+                &a.remote.remote_spate,
+                a.remote.port_range,
                 connect_timeout.max(Duration::from_secs(30)),
             );
             let remote = spate::ssh::start(host, remote_root.unwrap_or("."), &opts)?;
@@ -1170,9 +1170,9 @@ fn get_cmd(g: &GetArgs) -> Result<()> {
         rate_args: rate_args(&g.rate),
     };
     let ssh = ssh_options(
-        &g.ssh,
-        &g.remote_spate,
-        g.port_range,
+        &g.remote.ssh,
+        &g.remote.remote_spate,
+        g.remote.port_range,
         Duration::from_secs(30),
     );
     let bar = spate::progress::Progress::new(0, g.quiet || g.json);
@@ -1223,9 +1223,7 @@ fn cp_cmd(a: SendArgs) -> Result<()> {
         recursive: a.recursive,
         resume: a.resume,
         rate: a.rate,
-        ssh: a.ssh.clone(),
-        remote_spate: a.remote_spate.clone(),
-        port_range: a.port_range,
+        remote: a.remote.clone(),
         json: a.json.is_some(),
         quiet: a.quiet,
     };
@@ -1329,13 +1327,13 @@ fn apply_config(a: &mut SendArgs, m: &clap::ArgMatches) -> Result<()> {
         a.identity = Some(spate::config::expand_home(v));
     }
     if let (Some(v), true) = (&d.ssh, unset("ssh")) {
-        a.ssh = Some(v.clone());
+        a.remote.ssh = Some(v.clone());
     }
     if let (Some(v), true) = (&d.remote_spate, unset("remote_spate")) {
-        a.remote_spate = v.clone();
+        a.remote.remote_spate = v.clone();
     }
     if let (Some(v), true) = (&d.port_range, unset("port_range")) {
-        a.port_range = Some(parse_port_range(v).map_err(|e| bad("port_range", e))?);
+        a.remote.port_range = Some(parse_port_range(v).map_err(|e| bad("port_range", e))?);
     }
     if let (Some(v), true) = (d.connect_timeout, unset("connect_timeout")) {
         a.connect_timeout = v;

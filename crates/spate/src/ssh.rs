@@ -132,44 +132,37 @@ pub fn start_command(host: &str, args: &[String], o: &SshOptions) -> Result<Remo
     let deadline = std::time::Instant::now() + o.timeout;
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match rx.recv_timeout(left.min(Duration::from_millis(100))) {
-            Ok(line) => {
-                if let Some((addr, token)) = parse_announcement(&line)? {
-                    return Ok(Remote {
-                        child,
-                        _stdin: stdin,
-                        addr,
-                        token,
-                    });
-                }
+        // Once ssh has exited, what it printed before it went may still be in the pipe.
+        let exited = child.try_wait()?;
+        let wait = match exited {
+            Some(_) => Duration::from_millis(200),
+            None => left.min(Duration::from_millis(100)),
+        };
+        if let Ok(line) = rx.recv_timeout(wait) {
+            if let Some((addr, token)) = parse_announcement(&line)? {
+                return Ok(Remote {
+                    child,
+                    _stdin: stdin,
+                    addr,
+                    token,
+                });
             }
-            Err(mpsc::RecvTimeoutError::Timeout) if left.is_zero() => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(tag(
-                    anyhow::anyhow!(
-                        "{host} did not start spate within {:.0} s (ssh connected but `{}` \
-                         said nothing)",
-                        o.timeout.as_secs_f64(),
-                        o.remote_spate
-                    ),
-                    Exit::Unreachable,
-                ));
-            }
-            Err(_) => {}
+            continue;
         }
-        if let Some(status) = child.try_wait()? {
-            // Drain what it printed before it went.
-            while let Ok(line) = rx.try_recv() {
-                if let Some((addr, token)) = parse_announcement(&line)? {
-                    return Ok(Remote {
-                        child,
-                        _stdin: stdin,
-                        addr,
-                        token,
-                    });
-                }
-            }
+        if exited.is_none() && left.is_zero() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(tag(
+                anyhow::anyhow!(
+                    "{host} did not start spate within {:.0} s (ssh connected but `{}` said \
+                     nothing)",
+                    o.timeout.as_secs_f64(),
+                    o.remote_spate
+                ),
+                Exit::Unreachable,
+            ));
+        }
+        if let Some(status) = exited {
             return Err(match status.code() {
                 Some(127) => tag(
                     anyhow::anyhow!(

@@ -107,6 +107,20 @@ fn run(s: &Sshd, cwd: &Path, args: &[&str]) -> Output {
     run_bounded(&mut spate_send(s, cwd, args), Duration::from_secs(60))
 }
 
+/// Run `cmd`, kill it (as `kill -9`) after `ms`, and give the remote end a second to see its
+/// client gone (its stdin ends) and exit.
+fn kill_after(cmd: &mut Command, ms: u64) {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(ms));
+    let _ = child.kill();
+    let _ = child.wait();
+    std::thread::sleep(Duration::from_millis(1000));
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -179,7 +193,7 @@ fn a_killed_transfer_resumes_over_ssh() {
     let data = spate::noise::bytes(5, 24 << 20);
     fs::write(t.path().join("big.bin"), &data).unwrap();
     // 40 Mbit/s: about 5 s; killed after 1.5 s.
-    let mut child = spate_send(
+    let mut cmd = spate_send(
         &s,
         t.path(),
         &[
@@ -191,17 +205,9 @@ fn a_killed_transfer_resumes_over_ssh() {
             "big.bin",
             &at(&dst),
         ],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let _ = child.kill();
-    let _ = child.wait();
+    );
+    kill_after(&mut cmd, 1500);
     assert!(!dst.join("big.bin").exists(), "killed before the end");
-    // The remote receiver sees its client gone (its stdin ends) and exits.
-    std::thread::sleep(Duration::from_millis(1000));
     let o = run(&s, t.path(), &["--json", "--resume", "big.bin", &at(&dst)]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(fs::read(dst.join("big.bin")).unwrap(), data);
@@ -436,20 +442,13 @@ fn a_killed_download_resumes() {
     let local = t.path().join("local");
     fs::create_dir(&local).unwrap();
     let src = format!("root@127.0.0.1:{}/big.bin", t.path().display());
-    let mut child = spate_get(
+    let mut cmd = spate_get(
         &s,
         t.path(),
         &["-q", "--policy", "fixed", "--rate", "40M", &src, "local"],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let _ = child.kill();
-    let _ = child.wait();
+    );
+    kill_after(&mut cmd, 1500);
     assert!(!local.join("big.bin").exists(), "killed before the end");
-    std::thread::sleep(Duration::from_millis(1000));
     let o = run_bounded(
         &mut spate_get(&s, t.path(), &["--json", "--resume", &src, "local"]),
         Duration::from_secs(60),
