@@ -1,0 +1,170 @@
+//! The commands that start their other end over ssh: `get`, `cp`, and the pieces `send`
+//! shares with them (ssh options, the remote's rate options, exiting when the client goes).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use spate::report::human_bytes;
+
+use super::{
+    parse_target, send_cmd, session_json, stdin_is_pipe, GetArgs, PolicyArg, RateArgs, SendArgs,
+    Target,
+};
+
+/// Started over ssh: when the client goes (stdin closes), go too.
+pub(crate) fn watch_stdin_and_exit() {
+    if stdin_is_pipe() {
+        std::thread::spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            std::process::exit(spate::exit::Exit::Interrupted as u8 as i32);
+        });
+    }
+}
+
+/// The rate options as arguments for the remote (`get` passes them to `push-once`).
+pub(crate) fn rate_args(r: &RateArgs) -> Vec<String> {
+    let policy = match r.policy {
+        PolicyArg::Fair => "fair",
+        PolicyArg::High => "high",
+        PolicyArg::Low => "low",
+        PolicyArg::Fixed => "fixed",
+    };
+    let mut v = vec!["--policy".to_owned(), policy.to_owned()];
+    if let Some(x) = r.rate {
+        v.extend(["--rate".to_owned(), x.to_string()]);
+    }
+    if let Some(x) = r.min_rate {
+        v.extend(["--min-rate".to_owned(), x.to_string()]);
+    }
+    v
+}
+
+pub(crate) fn ssh_options(
+    ssh: &Option<String>,
+    remote_spate: &str,
+    port_range: Option<(u16, u16)>,
+    timeout: Duration,
+) -> spate::ssh::SshOptions {
+    let cmd = match (ssh, std::env::var("SPATE_SSH")) {
+        (Some(c), _) => c.clone(),
+        (None, Ok(c)) if !c.trim().is_empty() => c,
+        _ => "ssh".to_owned(),
+    };
+    spate::ssh::SshOptions {
+        ssh: cmd.split_whitespace().map(str::to_owned).collect(),
+        remote_spate: remote_spate.to_owned(),
+        port_range,
+        timeout,
+    }
+}
+
+pub(crate) fn get_cmd(g: &GetArgs) -> Result<()> {
+    use spate::exit::{tag, Exit};
+    let (local, remotes) = g.args.split_last().expect("clap requires two");
+    let mut host = None;
+    let mut paths = Vec::new();
+    for r in remotes {
+        match parse_target(r, false).map_err(|e| tag(e, Exit::Input))? {
+            Target::Ssh { host: h, dest } => {
+                if host.get_or_insert_with(|| h.clone()) != &h {
+                    return Err(tag(
+                        anyhow::anyhow!("all sources must be on one host"),
+                        Exit::Input,
+                    ));
+                }
+                if dest.is_empty() {
+                    return Err(tag(
+                        anyhow::anyhow!("'{r}': name a path on the host"),
+                        Exit::Input,
+                    ));
+                }
+                paths.push(dest);
+            }
+            Target::Daemon { .. } => {
+                return Err(tag(
+                    anyhow::anyhow!(
+                        "'{r}': get works over ssh ([USER@]HOST:PATH), not with a daemon"
+                    ),
+                    Exit::Input,
+                ))
+            }
+        }
+    }
+    let host = host.expect("at least one source");
+    let local = PathBuf::from(local);
+    if !local.is_dir() {
+        return Err(tag(
+            anyhow::anyhow!(
+                "'{}' is not a directory here: create it, or name one",
+                local.display()
+            ),
+            Exit::Input,
+        ));
+    }
+    let opts = spate::get::GetOptions {
+        paths,
+        recursive: g.recursive,
+        resume: g.resume,
+        rate_args: rate_args(&g.rate),
+    };
+    let ssh = ssh_options(
+        &g.remote.ssh,
+        &g.remote.remote_spate,
+        g.remote.port_range,
+        Duration::from_secs(30),
+    );
+    let bar = spate::progress::Progress::new(0, g.quiet || g.json);
+    let log = spate::get::get(&host, &local, &opts, &ssh, |r| bar.received(r));
+    bar.finish();
+    let log = log?;
+    if g.json {
+        println!("{}", session_json(&log));
+    } else if !g.quiet {
+        let secs = log.seconds.max(1e-3);
+        let mut resumed = String::new();
+        if log.resumed > 0 {
+            resumed = format!(" (+ {} already here)", human_bytes(log.resumed));
+        }
+        eprintln!(
+            "{} entries, {}{resumed} in {:.1} s: {} goodput [{}]; every file verified (BLAKE3)",
+            log.objects,
+            human_bytes(log.bytes),
+            secs,
+            spate::rate::format_rate(log.bytes as f64 * 8.0 / secs),
+            log.cipher
+        );
+    }
+    Ok(())
+}
+
+/// `cp`: a send if the destination is remote, else a get.
+pub(crate) fn cp_cmd(a: SendArgs) -> Result<()> {
+    let (last, sources) = a.args.split_last().expect("clap requires two");
+    let remote = |s: &str| {
+        !s.starts_with('/')
+            && !s.starts_with('.')
+            && s.split('/').next().is_some_and(|p| p.contains(':'))
+    };
+    if remote(last) {
+        return send_cmd(&a);
+    }
+    if !sources.iter().all(|s| remote(s)) {
+        return Err(spate::exit::tag(
+            anyhow::anyhow!(
+                "cp needs a HOST:PATH destination (a send) or HOST:PATH sources (a get)"
+            ),
+            spate::exit::Exit::Input,
+        ));
+    }
+    let g = GetArgs {
+        args: a.args.clone(),
+        recursive: a.recursive,
+        resume: a.resume,
+        rate: a.rate,
+        remote: a.remote.clone(),
+        json: a.json.is_some(),
+        quiet: a.quiet,
+    };
+    get_cmd(&g)
+}
