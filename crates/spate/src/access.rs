@@ -24,6 +24,35 @@ use crate::keys::{parse_authorized_keys, Authorized, PublicKey};
 /// Bytes of a one-time token's secret.
 pub const TOKEN_SECRET_LEN: usize = spate_proto::secure::AUTH_LEN;
 
+/// The printed form of a one-time token: this prefix, then the unpadded URL-safe base64 of the
+/// server's static public key (32 bytes) and the secret (16 bytes) — spec, Appendix C.
+pub const TOKEN_PREFIX: &str = "spate1-";
+
+/// A token for `key` and `secret` (`spate1-…`).
+pub fn encode_token(key: &[u8; 32], secret: &[u8; TOKEN_SECRET_LEN]) -> String {
+    use base64::Engine;
+    let mut raw = key.to_vec();
+    raw.extend_from_slice(secret);
+    format!(
+        "{TOKEN_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    )
+}
+
+/// The server key and secret of a token, if it is one.
+pub fn decode_token(token: &str) -> Option<([u8; 32], [u8; TOKEN_SECRET_LEN])> {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token.strip_prefix(TOKEN_PREFIX)?)
+        .ok()
+        .filter(|r| r.len() == 32 + TOKEN_SECRET_LEN)?;
+    let mut key = [0; 32];
+    let mut secret = [0; TOKEN_SECRET_LEN];
+    key.copy_from_slice(&raw[..32]);
+    secret.copy_from_slice(&raw[32..]);
+    Some((key, secret))
+}
+
 /// What one authenticated client may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
@@ -38,7 +67,7 @@ pub struct Grant {
 }
 
 /// The server's authorization policy.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub struct Access {
     keys: Vec<Authorized>,
     file: Option<(PathBuf, Option<SystemTime>)>,
@@ -197,6 +226,15 @@ mod tests {
         let mut a = a.with_token([9; 16]);
         assert!(a.decide(&[3; 32], &[9; 16]).is_ok());
         assert!(a.decide(&[3; 32], &[8; 16]).is_err());
+    }
+
+    #[test]
+    fn tokens_round_trip() {
+        let t = encode_token(&[7; 32], &[9; 16]);
+        assert!(t.starts_with(TOKEN_PREFIX));
+        assert_eq!(decode_token(&t), Some(([7; 32], [9; 16])));
+        assert_eq!(decode_token(&t[..t.len() - 2]), None);
+        assert_eq!(decode_token("spate2-abc"), None);
     }
 
     #[test]

@@ -161,12 +161,10 @@ pub fn push_once(
     let sources = expand(paths)?;
     let mut plan = crate::scan::plan(&sources, "", recursive)?;
     plan.compute_digests(|_| {})?;
-    let socket = bind_range(port_range)?;
+    let socket = Socket::bind_in_range([0, 0, 0, 0].into(), port_range)
+        .context("no free UDP port in --port-range")?;
     let knock_secret = crate::random::bytes16();
-    let ip = std::env::var("SSH_CONNECTION")
-        .ok()
-        .and_then(|c| c.split_whitespace().nth(2).map(str::to_owned))
-        .unwrap_or_else(|| "127.0.0.1".into());
+    let ip = crate::ssh::connection_address();
     let port = socket.local_addr()?.port();
     let mut out = std::io::stdout();
     writeln!(
@@ -193,19 +191,6 @@ pub fn push_once(
     };
     crate::send::send_plan_on(socket, &plan, &cfg, |_| {})?;
     Ok(())
-}
-
-fn bind_range(range: Option<(u16, u16)>) -> Result<Socket> {
-    let ports: Vec<u16> = match range {
-        Some((lo, hi)) => (lo..=hi).collect(),
-        None => vec![0],
-    };
-    for p in ports {
-        if let Ok(s) = Socket::bind(SocketAddr::from(([0, 0, 0, 0], p))) {
-            return Ok(s);
-        }
-    }
-    bail!("no free UDP port in --port-range")
 }
 
 fn wait_for_knock(socket: &Socket, knock: &[u8]) -> Result<SocketAddr> {

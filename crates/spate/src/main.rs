@@ -632,29 +632,16 @@ fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
     Ok((lo, hi))
 }
 
-/// Bind a server on `ip` at the first free port of `range` (or any port).
-fn bind_in_range(
-    ip: std::net::IpAddr,
-    range: Option<(u16, u16)>,
-    root: &Root,
-    identity: impl Fn() -> Result<spate::keys::Identity>,
-    access: impl Fn() -> spate::access::Access,
-) -> Result<Server> {
-    let ports: Vec<u16> = match range {
-        Some((lo, hi)) => (lo..=hi).collect(),
-        None => vec![0],
-    };
-    let mut last = None;
-    for p in ports {
-        match Server::bind(SocketAddr::new(ip, p), root.clone(), identity()?, access()) {
-            Ok(s) => return Ok(s),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.map_or_else(
-        || anyhow::anyhow!("empty port range"),
-        |e| e.context("no free UDP port in --port-range"),
-    ))
+/// Bind the socket of a server on `ip`: at the first free port of `range`, else any port.
+fn bind_socket(ip: std::net::IpAddr, range: Option<(u16, u16)>) -> Result<spate::udp::Socket> {
+    spate::udp::Socket::bind_in_range(ip, range).with_context(|| match range {
+        Some((lo, hi)) if lo == hi => format!(
+            "cannot listen on port {lo} (is another spate serve running there? choose another \
+             port with --listen)"
+        ),
+        Some((lo, hi)) => format!("no free UDP port in {lo}-{hi} (--port-range)"),
+        None => "cannot open a UDP socket".to_owned(),
+    })
 }
 
 /// `spate serve --once`: one session for whoever holds the token printed on stdout (the
@@ -665,47 +652,25 @@ fn serve_once(
     range: Option<(u16, u16)>,
     limits: Limits,
 ) -> Result<()> {
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    use base64::Engine;
     use std::io::Write;
     let root = Root::new(root)?;
     let identity = spate::keys::Identity::generate()?;
-    let (private, public) = (identity.private, identity.public);
+    let public = identity.public;
     let secret = spate::random::bytes16();
-    let mut server = bind_in_range(
-        listen.ip(),
-        range.or(if listen.port() == DEFAULT_PORT {
-            None
-        } else {
-            Some((listen.port(), listen.port()))
-        }),
-        &root,
-        || Ok(spate::keys::Identity { private, public }),
-        || spate::access::Access::default().with_token(secret),
-    )?
-    .limits(limits)
-    .once(Duration::from_secs(30));
-    let mut raw = public.0.to_vec();
-    raw.extend_from_slice(&secret);
-    let token = format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(raw));
-    // The address the client reached us at over ssh, which it can reach again.
-    let ip = std::env::var("SSH_CONNECTION")
-        .ok()
-        .and_then(|c| c.split_whitespace().nth(2).map(str::to_owned))
-        .unwrap_or_else(|| "127.0.0.1".into());
+    let range = range.or((listen.port() != DEFAULT_PORT).then_some((listen.port(), listen.port())));
+    let access = spate::access::Access::default().with_token(secret);
+    let mut server = Server::on_socket(bind_socket(listen.ip(), range)?, root, identity, access)?
+        .limits(limits)
+        .once(Duration::from_secs(30));
+    let token = spate::access::encode_token(&public.0, &secret);
+    let ip = spate::ssh::connection_address();
     let port = server.local_addr().port();
     let mut out = std::io::stdout();
     writeln!(out, "{} 1 {ip} {port} {token}", spate::ssh::ANNOUNCE)?;
     out.flush()?;
     let stop = Arc::new(AtomicBool::new(false));
-    // Started over ssh, stdin is a pipe from the client: its end means the client is gone.
-    if stdin_is_pipe() {
-        let stop = Arc::clone(&stop);
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        });
-    }
+    let gone = Arc::clone(&stop);
+    spate::ssh::on_stdin_end(move || gone.store(true, std::sync::atomic::Ordering::Relaxed));
     let mut failed = None;
     server.run(&stop, |s| {
         if let Some(e) = &s.error {
@@ -716,14 +681,6 @@ fn serve_once(
         Some(e) => bail!("the session failed: {e}"),
         None => Ok(()),
     }
-}
-
-/// True if standard input is a pipe or socket (as under ssh), not a terminal or /dev/null.
-fn stdin_is_pipe() -> bool {
-    use std::os::unix::fs::FileTypeExt;
-    std::fs::metadata("/proc/self/fd/0")
-        .map(|m| m.file_type().is_fifo() || m.file_type().is_socket())
-        .unwrap_or(false)
 }
 
 /// The server's key at `path`, created on first start.
@@ -753,12 +710,7 @@ struct ServeOpts {
     port_range: Option<(u16, u16)>,
 }
 
-/// `spate1-` and the unpadded URL-safe base64 of the server key (32 bytes) and the secret (16).
-const TOKEN_PREFIX: &str = "spate1-";
-
 fn serve(root: &std::path::Path, identity: spate::keys::Identity, o: &ServeOpts) -> Result<()> {
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    use base64::Engine;
     let root = Root::new(root)?;
     let keys_file = match &o.authorized_keys {
         Some(f) => f.clone(),
@@ -779,22 +731,16 @@ fn serve(root: &std::path::Path, identity: spate::keys::Identity, o: &ServeOpts)
     if o.token {
         let secret = spate::random::bytes16();
         access = access.with_token(secret);
-        let mut raw = identity.public.0.to_vec();
-        raw.extend_from_slice(&secret);
-        token_line = Some(format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(raw)));
+        token_line = Some(spate::access::encode_token(&identity.public.0, &secret));
     }
     let fingerprint = identity.public.fingerprint();
     let keys = access.len();
-    let (private, public) = (identity.private, identity.public);
-    let range = o.port_range.or(Some((o.listen.port(), o.listen.port())));
-    let mut server = bind_in_range(
-        o.listen.ip(),
-        range.filter(|r| r.0 != 0),
-        &root,
-        || Ok(spate::keys::Identity { private, public }),
-        || access.clone(),
-    )?
-    .limits(o.limits);
+    let range = o
+        .port_range
+        .or(Some((o.listen.port(), o.listen.port())))
+        .filter(|r| r.0 != 0);
+    let socket = bind_socket(o.listen.ip(), range)?;
+    let mut server = Server::on_socket(socket, root.clone(), identity, access)?.limits(o.limits);
     if o.discard {
         server = server.discard();
     }
@@ -1157,8 +1103,6 @@ fn client_security(
     token: Option<&str>,
     pin: Option<(&str, u16, SocketAddr)>,
 ) -> Result<spate::send::Security> {
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    use base64::Engine;
     use spate::keys::Identity;
     use spate_proto::secure::Cipher;
     let cipher = match a.cipher {
@@ -1178,15 +1122,8 @@ fn client_security(
         None => spate::keys::default_identity()?,
     };
     if let Some(t) = token {
-        let raw = t
-            .strip_prefix(TOKEN_PREFIX)
-            .and_then(|b| URL_SAFE_NO_PAD.decode(b).ok())
-            .filter(|r| r.len() == 48)
+        let (server_key, auth) = spate::access::decode_token(t)
             .context("that is not a token printed by `spate serve --token` (spate1-…)")?;
-        let mut server_key = [0; 32];
-        server_key.copy_from_slice(&raw[..32]);
-        let mut auth = [0; 16];
-        auth.copy_from_slice(&raw[32..]);
         // The token authorizes; an identity is used if there is one, else a throwaway key.
         let identity = if id_path.exists() {
             Identity::load(&id_path)?

@@ -59,6 +59,31 @@ pub struct Remote {
     pub token: String,
 }
 
+/// The remote end's side of it: the address the client reached this host at over ssh (the
+/// third field of `$SSH_CONNECTION`), which it can reach again; loopback without ssh.
+pub fn connection_address() -> String {
+    std::env::var("SSH_CONNECTION")
+        .ok()
+        .and_then(|c| c.split_whitespace().nth(2).map(str::to_owned))
+        .unwrap_or_else(|| "127.0.0.1".into())
+}
+
+/// The remote end's side: when started over ssh, standard input is a pipe the client holds
+/// open; run `gone` (on a thread) when it ends — the client went. Nothing without a pipe (a
+/// terminal or /dev/null says nothing about a client).
+pub fn on_stdin_end(gone: impl FnOnce() + Send + 'static) {
+    use std::os::unix::fs::FileTypeExt;
+    let pipe = std::fs::metadata("/proc/self/fd/0")
+        .map(|m| m.file_type().is_fifo() || m.file_type().is_socket())
+        .unwrap_or(false);
+    if pipe {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            gone();
+        });
+    }
+}
+
 /// Quote `s` for the remote shell (ssh passes the command line to it as one string).
 pub fn shell_quote(s: &str) -> String {
     if !s.is_empty()

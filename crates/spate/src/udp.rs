@@ -33,6 +33,22 @@ pub struct Socket {
 }
 
 impl Socket {
+    /// Bind on `ip` at the first free port of `range` (`None`: any port), for firewalls that
+    /// open a range (`--port-range`).
+    pub fn bind_in_range(ip: std::net::IpAddr, range: Option<(u16, u16)>) -> io::Result<Socket> {
+        let Some((lo, hi)) = range else {
+            return Socket::bind(SocketAddr::new(ip, 0));
+        };
+        let mut last = io::Error::new(io::ErrorKind::InvalidInput, "empty port range");
+        for p in lo..=hi {
+            match Socket::bind(SocketAddr::new(ip, p)) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
     /// Bind to `addr` (port 0: any free port).
     pub fn bind(addr: SocketAddr) -> io::Result<Socket> {
         let domain = socket2::Domain::for_address(addr);

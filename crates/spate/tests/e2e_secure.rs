@@ -13,23 +13,8 @@ use std::time::Duration;
 
 use common::{free_port, run_bounded, serve_with, Serve};
 
-fn send(cwd: &Path, args: &[&str]) -> (bool, String, String) {
-    let out = run_bounded(
-        common::spate()
-            .current_dir(cwd)
-            .args(["send", "--connect-timeout", "5"])
-            .args(args),
-        Duration::from_secs(60),
-    );
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// The exit code of `spate send ARGS` from `cwd`, and its stderr.
-fn send_code(cwd: &Path, args: &[&str]) -> (i32, String) {
+/// `spate send ARGS` from `cwd`: (exit code, stdout, stderr).
+fn run_send(cwd: &Path, args: &[&str]) -> (i32, String, String) {
     let out = run_bounded(
         common::spate()
             .current_dir(cwd)
@@ -39,8 +24,20 @@ fn send_code(cwd: &Path, args: &[&str]) -> (i32, String) {
     );
     (
         out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+fn send(cwd: &Path, args: &[&str]) -> (bool, String, String) {
+    let (code, out, err) = run_send(cwd, args);
+    (code == 0, out, err)
+}
+
+/// The exit code of `spate send ARGS` from `cwd`, and its stderr.
+fn send_code(cwd: &Path, args: &[&str]) -> (i32, String) {
+    let (code, _, err) = run_send(cwd, args);
+    (code, err)
 }
 
 fn at(s: &Serve, dest: &str) -> String {

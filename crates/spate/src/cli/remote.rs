@@ -7,30 +7,21 @@ use std::time::Duration;
 use anyhow::Result;
 use spate::report::human_bytes;
 
-use super::{
-    parse_target, send_cmd, session_json, stdin_is_pipe, GetArgs, PolicyArg, RateArgs, SendArgs,
-    Target,
-};
+use super::{parse_target, send_cmd, session_json, GetArgs, RateArgs, SendArgs, Target};
 
 /// Started over ssh: when the client goes (stdin closes), go too.
 pub(crate) fn watch_stdin_and_exit() {
-    if stdin_is_pipe() {
-        std::thread::spawn(|| {
-            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-            std::process::exit(spate::exit::Exit::Interrupted as u8 as i32);
-        });
-    }
+    spate::ssh::on_stdin_end(|| std::process::exit(spate::exit::Exit::Interrupted as u8 as i32));
 }
 
 /// The rate options as arguments for the remote (`get` passes them to `push-once`).
 pub(crate) fn rate_args(r: &RateArgs) -> Vec<String> {
-    let policy = match r.policy {
-        PolicyArg::Fair => "fair",
-        PolicyArg::High => "high",
-        PolicyArg::Low => "low",
-        PolicyArg::Fixed => "fixed",
-    };
-    let mut v = vec!["--policy".to_owned(), policy.to_owned()];
+    use clap::ValueEnum;
+    let policy = r
+        .policy
+        .to_possible_value()
+        .map_or("fair".to_owned(), |v| v.get_name().to_owned());
+    let mut v = vec!["--policy".to_owned(), policy];
     if let Some(x) = r.rate {
         v.extend(["--rate".to_owned(), x.to_string()]);
     }
