@@ -27,11 +27,13 @@
 
 mod link;
 mod loss;
+mod path;
 mod phase;
 mod rng;
 
 pub use link::{DropCause, Fate, Link, LinkStats};
 pub use loss::LossModel;
+pub use path::{Direction, Path};
 pub use phase::{Phase, Schedule, ScheduleError};
 pub use rng::SimRng;
 pub use spate_proto::Instant;

@@ -6,11 +6,9 @@
 //! direction shared by all flows. Ties in time are broken by insertion order, so a run is a pure
 //! function of the scenario: same seed, same report, bit for bit.
 
-use core::cmp::Reverse;
 use core::time::Duration;
-use std::collections::BinaryHeap;
 
-use spate_netmodel::{Fate, Link};
+use spate_netmodel::{Direction, Fate, Path};
 use spate_proto::wire::{IP_UDP_OVERHEAD, MAX_DATAGRAM};
 use spate_proto::{Instant, Receiver, ReceiverConfig};
 
@@ -49,12 +47,7 @@ struct Engine<'a> {
     scenario: &'a Scenario,
     now: Instant,
     flows: Vec<Flow>,
-    forward: Link,
-    reverse: Link,
-    queue: BinaryHeap<Reverse<(Instant, u64, u32)>>,
-    seq: u64,
-    slots: Vec<Option<Datagram>>,
-    free: Vec<u32>,
+    path: Path<Datagram>,
     pool: Vec<Vec<u8>>,
     buf: Vec<u8>,
     rec: Recorder,
@@ -72,12 +65,7 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(f64)) -> Result<SimResu
             .enumerate()
             .map(|(i, f)| Flow::new(i, f.clone(), scenario.seed))
             .collect(),
-        forward: Link::new(scenario.schedule.clone(), scenario.seed, 0),
-        reverse: Link::new(scenario.schedule.clone(), scenario.seed, 1),
-        queue: BinaryHeap::new(),
-        seq: 0,
-        slots: Vec::new(),
-        free: Vec::new(),
+        path: Path::new(scenario.schedule.clone(), scenario.seed),
         pool: Vec::new(),
         buf: vec![0u8; MAX_DATAGRAM],
         rec: Recorder::new(scenario.duration, scenario.flows.len(), n_phases),
@@ -125,10 +113,7 @@ impl Engine<'_> {
     }
 
     fn next_event_time(&self) -> Instant {
-        let mut t = self
-            .queue
-            .peek()
-            .map_or(Instant::MAX, |Reverse((t, _, _))| *t);
+        let mut t = self.path.next_arrival().unwrap_or(Instant::MAX);
         for f in &self.flows {
             if f.finished {
                 continue;
@@ -148,62 +133,36 @@ impl Engine<'_> {
         t
     }
 
-    fn schedule(&mut self, at: Instant, d: Datagram) {
-        let slot = match self.free.pop() {
-            Some(s) => {
-                self.slots[s as usize] = Some(d);
-                s
-            }
-            None => {
-                self.slots.push(Some(d));
-                (self.slots.len() - 1) as u32
-            }
-        };
-        self.seq += 1;
-        self.queue.push(Reverse((at, self.seq, slot)));
-    }
-
-    /// Push one datagram through a link and schedule its arrival(s).
+    /// Push one datagram through the path; it arrives (once or twice) or is counted as lost.
     fn send(&mut self, flow: u32, to_receiver: bool, len: usize) {
         let now = self.now;
-        let link = if to_receiver {
-            &mut self.forward
+        let dir = if to_receiver {
+            Direction::Forward
         } else {
-            &mut self.reverse
+            Direction::Reverse
         };
-        let fate = link.transmit(now, (len + IP_UDP_OVERHEAD) as u64);
-        let phase = link.phase_index();
+        let (pool, buf) = (&mut self.pool, &self.buf);
+        // Datagram buffers are recycled through `pool`: no allocation per packet once the pool
+        // holds as many buffers as packets are ever in flight.
+        let fate = self
+            .path
+            .send(now, dir, (len + IP_UDP_OVERHEAD) as u64, || {
+                let mut bytes = pool.pop().unwrap_or_default();
+                bytes.clear();
+                bytes.extend_from_slice(&buf[..len]);
+                Datagram {
+                    flow,
+                    to_receiver,
+                    bytes,
+                }
+            });
+        if !to_receiver {
+            return;
+        }
+        let phase = self.path.link(dir).phase_index();
         match fate {
-            Fate::Dropped(cause) => {
-                if to_receiver {
-                    self.rec.on_dropped(phase, now, cause);
-                }
-            }
-            Fate::Delivered {
-                at,
-                queue_delay,
-                duplicate,
-            } => {
-                if to_receiver {
-                    self.rec.on_queued(phase, now, queue_delay);
-                }
-                let copies = 1 + usize::from(duplicate);
-                for _ in 0..copies {
-                    // Datagram buffers are recycled through `pool`: no allocation per packet
-                    // once the pool holds as many buffers as packets are ever in flight.
-                    let mut bytes = self.pool.pop().unwrap_or_default();
-                    bytes.clear();
-                    bytes.extend_from_slice(&self.buf[..len]);
-                    self.schedule(
-                        at,
-                        Datagram {
-                            flow,
-                            to_receiver,
-                            bytes,
-                        },
-                    );
-                }
-            }
+            Fate::Dropped(cause) => self.rec.on_dropped(phase, now, cause),
+            Fate::Delivered { queue_delay, .. } => self.rec.on_queued(phase, now, queue_delay),
         }
     }
 
@@ -246,17 +205,10 @@ impl Engine<'_> {
 
     fn step(&mut self) {
         let now = self.now;
-        if let Some(&Reverse((at, _, slot))) = self.queue.peek() {
-            if at <= now {
-                self.queue.pop();
-                let Some(mut d) = self.slots[slot as usize].take() else {
-                    return;
-                };
-                self.free.push(slot);
-                self.arrive(now, &mut d);
-                self.pool.push(d.bytes);
-                return;
-            }
+        if let Some((_, mut d)) = self.path.pop_due(now) {
+            self.arrive(now, &mut d);
+            self.pool.push(d.bytes);
+            return;
         }
         // Sessions check their own deadlines, so no second poll_timeout() pass is needed here.
         for f in self.flows.iter_mut().filter(|f| !f.finished) {

@@ -7,16 +7,13 @@
 //! the server through the forward link, and the server's answers back through the reverse
 //! link. Datagrams wait in a time-ordered heap; their buffers are reused.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use spate_netmodel::{Fate, Link, LinkStats, Phase, Schedule};
-use spate_proto::Instant;
+use spate_netmodel::{Direction, LinkStats, Path, Phase, Schedule};
 
 use crate::clock::Clock;
 use crate::udp::{RecvBatch, Socket};
@@ -62,15 +59,12 @@ impl Relay {
         phase.queue = path.queue;
         let schedule = Schedule::new(vec![phase])
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
-        let links = [
-            Link::new(schedule.clone(), path.seed, 0),
-            Link::new(schedule, path.seed, 1),
-        ];
+        let model = Path::new(schedule, path.seed);
         let stop = Arc::new(AtomicBool::new(false));
         let s = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("spate-relay".into())
-            .spawn(move || run(&socket, server, links, &s))?;
+            .spawn(move || run(&socket, server, model, &s))?;
         Ok(Relay {
             addr,
             stop,
@@ -102,87 +96,52 @@ impl Drop for Relay {
     }
 }
 
-/// A datagram in flight: (arrival, sequence) orders the heap.
-struct InFlight {
-    at: Instant,
-    seq: u64,
-    to_server: bool,
-    len: usize,
-    buf: Vec<u8>,
-}
-impl PartialEq for InFlight {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for InFlight {}
-impl PartialOrd for InFlight {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for InFlight {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(o.at, o.seq))
-    }
-}
-
 fn run(
     socket: &Socket,
     server: SocketAddr,
-    mut links: [Link; 2],
+    mut path: Path<(Vec<u8>, usize)>,
     stop: &AtomicBool,
 ) -> std::io::Result<RelayStats> {
     let clock = Clock::new();
     let mut client: Option<SocketAddr> = None;
-    let mut heap: BinaryHeap<Reverse<InFlight>> = BinaryHeap::new();
     let mut free: Vec<Vec<u8>> = Vec::new();
     let mut batch = RecvBatch::default();
-    let mut seq = 0u64;
     while !stop.load(Ordering::Relaxed) {
         while socket.recv(&mut batch)? > 0 {
             let now = clock.now();
             batch.for_each(|from, d| {
-                let to_server = from != server;
-                if to_server {
+                let dir = if from == server {
+                    Direction::Reverse
+                } else {
                     client = Some(from);
-                }
-                let link = &mut links[usize::from(!to_server)];
-                if let Fate::Delivered { at, duplicate, .. } =
-                    link.transmit(now, d.len() as u64 + 28)
-                {
-                    for _ in 0..1 + usize::from(duplicate) {
-                        let mut buf = free.pop().unwrap_or_else(|| vec![0; 65536]);
-                        buf[..d.len()].copy_from_slice(d);
-                        seq += 1;
-                        heap.push(Reverse(InFlight {
-                            at,
-                            seq,
-                            to_server,
-                            len: d.len(),
-                            buf,
-                        }));
-                    }
-                }
+                    Direction::Forward
+                };
+                let _ = path.send(now, dir, d.len() as u64 + 28, || {
+                    let mut buf = free.pop().unwrap_or_else(|| vec![0; 65536]);
+                    buf[..d.len()].copy_from_slice(d);
+                    (buf, d.len())
+                });
             });
         }
         let now = clock.now();
-        while heap.peek().is_some_and(|p| p.0.at <= now) {
-            let Some(Reverse(p)) = heap.pop() else { break };
-            let dest = if p.to_server { Some(server) } else { client };
+        while let Some((dir, (buf, len))) = path.pop_due(now) {
+            let dest = match dir {
+                Direction::Forward => Some(server),
+                Direction::Reverse => client,
+            };
             if let Some(dest) = dest {
                 // A full socket buffer drops the datagram, as a full link would.
-                let _ = socket.send(dest, &p.buf[..p.len], p.len);
+                let _ = socket.send(dest, &buf[..len], len);
             }
-            free.push(p.buf);
+            free.push(buf);
         }
-        let next = heap
-            .peek()
-            .map_or(now + Duration::from_millis(20), |p| p.0.at);
+        let next = path
+            .next_arrival()
+            .unwrap_or(now + Duration::from_millis(20));
         socket.wait(clock.until(next).min(Duration::from_millis(20)), false)?;
     }
     Ok(RelayStats {
-        forward: *links[0].stats(),
-        reverse: *links[1].stats(),
+        forward: *path.link(Direction::Forward).stats(),
+        reverse: *path.link(Direction::Reverse).stats(),
     })
 }
