@@ -30,6 +30,7 @@ mod loss;
 mod path;
 mod phase;
 mod rng;
+mod spec;
 
 pub use link::{DropCause, Fate, Link, LinkStats};
 pub use loss::LossModel;
@@ -37,3 +38,4 @@ pub use path::{Direction, Path};
 pub use phase::{Phase, Schedule, ScheduleError};
 pub use rng::SimRng;
 pub use spate_proto::Instant;
+pub use spec::{bps, PathSpec, SpecError, TomlText, MAX_RATE_MBPS};

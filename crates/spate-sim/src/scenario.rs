@@ -8,7 +8,7 @@
 use core::time::Duration;
 
 use serde::Deserialize;
-use spate_netmodel::{Phase, Schedule};
+use spate_netmodel::{bps, PathSpec, Schedule, TomlText, MAX_RATE_MBPS};
 use spate_proto::cc::{Policy, RateConfig};
 use toml::Spanned;
 
@@ -41,17 +41,7 @@ pub struct FlowSpec {
     pub rate: RateConfig,
 }
 
-/// A problem in a scenario file.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}{}{message}", line.map(|l| format!("line {l}: ")).unwrap_or_default(), key.as_ref().map(|k| format!("{k}: ")).unwrap_or_default())]
-pub struct ScenarioError {
-    /// 1-based line, when known.
-    pub line: Option<usize>,
-    /// The key at fault, when known.
-    pub key: Option<String>,
-    /// What is wrong and what would be right.
-    pub message: String,
-}
+pub use spate_netmodel::SpecError as ScenarioError;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,31 +49,10 @@ struct RawScenario {
     name: Option<String>,
     seed: Option<Spanned<i64>>,
     duration_s: Spanned<f64>,
-    path: RawPath,
+    path: PathSpec,
     #[serde(default)]
     flow: Vec<RawFlow>,
     fairness_from_s: Option<Spanned<f64>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPath {
-    phase: Vec<RawPhase>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPhase {
-    at_s: Spanned<f64>,
-    rate_mbps: Spanned<f64>,
-    rtt_ms: Spanned<f64>,
-    loss: Option<Spanned<f64>>,
-    queue_ms: Option<Spanned<f64>>,
-    burst_loss_len: Option<Spanned<f64>>,
-    reorder: Option<Spanned<f64>>,
-    reorder_ms: Option<Spanned<f64>>,
-    duplicate: Option<Spanned<f64>>,
-    outage_ms: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -97,154 +66,28 @@ struct RawFlow {
     queue_target_bytes: Option<Spanned<i64>>,
 }
 
-struct Ctx<'a> {
-    text: &'a str,
-}
-
-impl Ctx<'_> {
-    fn line(&self, span: core::ops::Range<usize>) -> usize {
-        let end = span.start.min(self.text.len());
-        self.text.as_bytes()[..end]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
-            + 1
-    }
-
-    fn err<T>(&self, v: &Spanned<T>, key: &str, message: String) -> ScenarioError {
-        ScenarioError {
-            line: Some(self.line(v.span())),
-            key: Some(key.to_owned()),
-            message,
-        }
-    }
-
-    /// A finite number within `[min, max]`.
-    fn num(
-        &self,
-        v: &Spanned<f64>,
-        key: &str,
-        min: f64,
-        max: f64,
-        unit: &str,
-    ) -> Result<f64, ScenarioError> {
-        let x = *v.get_ref();
-        if !x.is_finite() || x < min || x > max {
-            return Err(self.err(
-                v,
-                key,
-                format!("must be between {min} and {max}{unit} (got {x})"),
-            ));
-        }
-        Ok(x)
-    }
-
-    fn opt(
-        &self,
-        v: &Option<Spanned<f64>>,
-        key: &str,
-        min: f64,
-        max: f64,
-        unit: &str,
-        default: f64,
-    ) -> Result<f64, ScenarioError> {
-        v.as_ref()
-            .map_or(Ok(default), |v| self.num(v, key, min, max, unit))
-    }
-}
-
 /// Largest simulated duration accepted (one day).
 const MAX_DURATION_S: f64 = 86_400.0;
-/// Largest link rate accepted (1 Tbit/s).
-const MAX_RATE_MBPS: f64 = 1e6;
-
-fn ms(v: f64) -> Duration {
-    Duration::from_secs_f64(v / 1e3)
-}
-
-fn bps(mbps: f64) -> u64 {
-    (mbps * 1e6).round() as u64
-}
 
 impl Scenario {
     /// Parse and validate a scenario from TOML text.
     pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         let raw: RawScenario = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|s| Ctx { text }.line(s));
+            let line = e.span().map(|s| TomlText::new(text).line(s));
             ScenarioError {
                 line,
                 key: None,
                 message: e.message().trim().to_owned(),
             }
         })?;
-        let c = Ctx { text };
+        let c = TomlText::new(text);
         let duration_s = c.num(&raw.duration_s, "duration_s", 0.001, MAX_DURATION_S, " s")?;
         let seed = match &raw.seed {
             None => 1,
             Some(s) => u64::try_from(*s.get_ref())
                 .map_err(|_| c.err(s, "seed", "must be a non-negative integer".into()))?,
         };
-        let mut phases = Vec::with_capacity(raw.path.phase.len());
-        for p in &raw.path.phase {
-            let rtt_ms = c.num(&p.rtt_ms, "rtt_ms", 0.0, 10_000.0, " ms")?;
-            let at_s = c.num(&p.at_s, "at_s", 0.0, duration_s, " s (within duration_s)")?;
-            if let Some(prev) = phases.last().map(|q: &Phase| q.at) {
-                if Duration::from_secs_f64(at_s) <= prev {
-                    return Err(c.err(
-                        &p.at_s,
-                        "at_s",
-                        "must be later than the previous phase's at_s".into(),
-                    ));
-                }
-            } else if at_s != 0.0 {
-                return Err(c.err(&p.at_s, "at_s", "of the first phase must be 0".into()));
-            }
-            let reorder = c.opt(&p.reorder, "reorder", 0.0, 1.0, " (a fraction)", 0.0)?;
-            let reorder_ms = c.opt(&p.reorder_ms, "reorder_ms", 0.0, 10_000.0, " ms", 0.0)?;
-            if reorder > 0.0 && reorder_ms == 0.0 {
-                if let Some(r) = &p.reorder {
-                    return Err(c.err(
-                        r,
-                        "reorder",
-                        "needs reorder_ms > 0 (the extra delay of reordered packets)".into(),
-                    ));
-                }
-            }
-            let burst = c.opt(
-                &p.burst_loss_len,
-                "burst_loss_len",
-                0.0,
-                1e6,
-                " packets",
-                0.0,
-            )?;
-            if burst > 0.0 && burst < 1.0 {
-                if let Some(b) = &p.burst_loss_len {
-                    return Err(c.err(
-                        b,
-                        "burst_loss_len",
-                        "must be 0 (no bursts) or a mean burst length ≥ 1".into(),
-                    ));
-                }
-            }
-            phases.push(Phase {
-                at: Duration::from_secs_f64(at_s),
-                rate_bps: bps(c.num(&p.rate_mbps, "rate_mbps", 0.001, MAX_RATE_MBPS, " Mbit/s")?),
-                rtt: ms(rtt_ms),
-                loss: c.opt(&p.loss, "loss", 0.0, 1.0, " (a fraction: 0.01 is 1 %)", 0.0)?,
-                queue: ms(c.opt(&p.queue_ms, "queue_ms", 0.0, 100_000.0, " ms", rtt_ms)?),
-                burst_loss_len: burst,
-                reorder,
-                reorder_delay: ms(reorder_ms),
-                duplicate: c.opt(&p.duplicate, "duplicate", 0.0, 1.0, " (a fraction)", 0.0)?,
-                outage: ms(c.opt(&p.outage_ms, "outage_ms", 0.0, 1e7, " ms", 0.0)?),
-            });
-        }
-        let schedule = Schedule::new(phases).map_err(|e| ScenarioError {
-            line: None,
-            key: Some(format!("path.phase[{}].{}", e.phase, e.field)),
-            message: e.why,
-        })?;
+        let schedule = raw.path.schedule(&c, duration_s)?;
         if raw.flow.is_empty() {
             return Err(ScenarioError {
                 line: None,
@@ -277,7 +120,11 @@ impl Scenario {
     }
 }
 
-impl Ctx<'_> {
+trait FlowSpecs {
+    fn flow(&self, f: &RawFlow, duration_s: f64) -> Result<FlowSpec, ScenarioError>;
+}
+
+impl FlowSpecs for TomlText<'_> {
     fn flow(&self, f: &RawFlow, duration_s: f64) -> Result<FlowSpec, ScenarioError> {
         let start = self.opt(
             &f.start_s,
