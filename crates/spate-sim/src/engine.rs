@@ -13,8 +13,8 @@ use spate_proto::wire::{IP_UDP_OVERHEAD, MAX_DATAGRAM};
 use spate_proto::{Instant, Receiver, ReceiverConfig};
 
 use crate::flow::Flow;
-use crate::metrics::{Recorder, COARSE_BIN};
-use crate::report::{round, FlowReport, Percentiles, PhaseReport, Report, SeriesRow, TimeSeries};
+use crate::metrics::Recorder;
+use crate::report::{round, FlowReport, Report, TimeSeries};
 use crate::scenario::Scenario;
 
 /// A run's outputs.
@@ -32,6 +32,14 @@ pub enum SimError {
     /// The loop stopped making progress in time (a bug in an endpoint's timer logic).
     #[error("simulation stalled at {0}: an endpoint keeps asking to be woken without progress")]
     Stalled(Instant),
+    /// A flow uses a protocol the simulator has no model of.
+    #[error("flow {flow} uses protocol \"{protocol}\", which runs only in the real-time emulator (spate-lab emu); the simulator models Spate flows")]
+    NotSimulated {
+        /// Index of the flow (from 0).
+        flow: usize,
+        /// Its protocol.
+        protocol: crate::scenario::Protocol,
+    },
 }
 
 struct Datagram {
@@ -55,6 +63,17 @@ struct Engine<'a> {
 
 /// Run a scenario to its end. `progress` is called now and then with the fraction done.
 pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(f64)) -> Result<SimResult, SimError> {
+    if let Some((flow, f)) = scenario
+        .flows
+        .iter()
+        .enumerate()
+        .find(|(_, f)| f.protocol != crate::scenario::Protocol::Spate)
+    {
+        return Err(SimError::NotSimulated {
+            flow,
+            protocol: f.protocol,
+        });
+    }
     let n_phases = scenario.schedule.phases().len();
     let mut e = Engine {
         scenario,
@@ -256,8 +275,8 @@ impl Engine<'_> {
     fn finish(self) -> SimResult {
         let end = self.now;
         let mut flows: Vec<FlowReport> = self.flows.iter().map(|f| flow_report(f, end)).collect();
-        let phases = self.phase_reports(end);
-        let series = self.series(end);
+        let phases = self.rec.phase_reports(&self.scenario.schedule, end);
+        let series = self.rec.series(&self.scenario.schedule, end);
         let (fairness_jain, fairness_window_s) = self.fairness(end, &mut flows);
         SimResult {
             report: Report {
@@ -317,118 +336,6 @@ impl Engine<'_> {
             return (None, window);
         }
         (Some(round(sum * sum / (x.len() as f64 * sq), 4)), window)
-    }
-
-    fn phase_reports(&self, end: Instant) -> Vec<PhaseReport> {
-        let sched = &self.scenario.schedule;
-        let end_d = Duration::from_nanos(end.as_nanos());
-        sched
-            .phases()
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let until = sched
-                    .phases()
-                    .get(i + 1)
-                    .map_or(end_d, |n| n.at)
-                    .min(end_d)
-                    .max(p.at);
-                let (b0, b1) = (self.rec.bin_of(p.at), self.rec.bin_of(until));
-                let secs = (until - p.at).as_secs_f64();
-                let delivered = self.rec.delivered_between(b0, b1);
-                let goodput = if secs > 0.0 {
-                    delivered as f64 * 8.0 / secs
-                } else {
-                    0.0
-                };
-                let tta = self.rec.time_to_adapt(b0, b1, p.rate_bps);
-                let after = tta.map(|t| {
-                    let from = p.at + t;
-                    let s = (until - from).as_secs_f64();
-                    let bytes = self.rec.delivered_between(self.rec.bin_of(from), b1);
-                    round(bytes as f64 * 8.0 / s / p.rate_bps as f64, 4)
-                });
-                let h = &self.rec.phase_hist[i];
-                let q = |v: f64| {
-                    if h.is_empty() {
-                        0.0
-                    } else {
-                        round(h.value_at_quantile(v) as f64 / 1e3, 3)
-                    }
-                };
-                let d = self.rec.phase_drops[i];
-                PhaseReport {
-                    at_s: round(p.at.as_secs_f64(), 6),
-                    until_s: round(until.as_secs_f64(), 6),
-                    capacity_mbps: round(p.rate_bps as f64 / 1e6, 3),
-                    goodput_mbps: round(goodput / 1e6, 3),
-                    utilization: round(goodput / p.rate_bps as f64, 4),
-                    time_to_adapt_s: tta.map(|t| round(t.as_secs_f64(), 3)),
-                    utilization_after_adapt: after,
-                    queue_delay_ms: Percentiles {
-                        p50: q(0.5),
-                        p95: q(0.95),
-                        p99: q(0.99),
-                    },
-                    queue_drops: d[0],
-                    random_drops: d[1],
-                    outage_drops: d[2],
-                }
-            })
-            .collect()
-    }
-
-    fn series(&self, end: Instant) -> TimeSeries {
-        let w = (COARSE_BIN.as_nanos() / self.rec.fine.as_nanos()).max(1) as usize;
-        let last = self.rec.bin(end);
-        let bin_s = (self.rec.fine * w as u32).as_secs_f64();
-        let mut rows = Vec::new();
-        let mut b = 0;
-        while b < last {
-            let e = (b + w).min(last);
-            let secs = (self.rec.fine * (e - b) as u32).as_secs_f64();
-            let mbps = |bytes: u64| round(bytes as f64 * 8.0 / secs / 1e6, 3);
-            let n: u64 = self.rec.qdelay_n[b..e].iter().map(|&x| u64::from(x)).sum();
-            let sum: u64 = self.rec.qdelay_sum_us[b..e].iter().sum();
-            rows.push(SeriesRow {
-                t_s: round((self.rec.fine * b as u32).as_secs_f64(), 3),
-                capacity_mbps: round(
-                    self.rec.capacity_at(&self.scenario.schedule, b) as f64 / 1e6,
-                    3,
-                ),
-                goodput_mbps: mbps(self.rec.delivered_between(b, e)),
-                flow_goodput_mbps: self
-                    .rec
-                    .delivered
-                    .iter()
-                    .map(|f| mbps(f[b..e].iter().sum()))
-                    .collect(),
-                flow_rate_mbps: self
-                    .rec
-                    .rate
-                    .iter()
-                    .map(|r| {
-                        round(
-                            r[b..e].iter().rev().find(|&&x| x > 0).copied().unwrap_or(0) as f64
-                                / 1e6,
-                            3,
-                        )
-                    })
-                    .collect(),
-                queue_delay_ms_mean: if n > 0 {
-                    round(sum as f64 / n as f64 / 1e3, 3)
-                } else {
-                    0.0
-                },
-                queue_delay_ms_max: round(
-                    f64::from(*self.rec.qdelay_max_us[b..e].iter().max().unwrap_or(&0)) / 1e3,
-                    3,
-                ),
-                drops: self.rec.drops[b..e].iter().map(|&x| u64::from(x)).sum(),
-            });
-            b = e;
-        }
-        TimeSeries { bin_s, rows }
     }
 }
 

@@ -18,11 +18,12 @@
 
 mod engine;
 mod flow;
-mod metrics;
+pub mod metrics;
 pub mod pattern;
 pub mod report;
 pub mod scenario;
 
 pub use engine::{run, SimError, SimResult};
+pub use metrics::Recorder;
 pub use report::{FlowReport, PhaseReport, Report, TimeSeries};
-pub use scenario::{FlowSpec, Scenario, ScenarioError};
+pub use scenario::{FlowSpec, Protocol, Scenario, ScenarioError};

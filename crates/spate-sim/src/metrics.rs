@@ -16,10 +16,15 @@ use hdrhistogram::Histogram;
 use spate_netmodel::{DropCause, Schedule};
 use spate_proto::Instant;
 
+use crate::report::{round, Percentiles, PhaseReport, SeriesRow, TimeSeries};
+
 /// Width of the windows used for time to adapt and the time series.
 pub const COARSE_BIN: Duration = Duration::from_millis(100);
 
-pub(crate) struct Recorder {
+/// What a run measures at the bottleneck, in fine time bins: the simulator records into one,
+/// and so does the real-time emulator, so both report the same fields computed the same way.
+#[allow(missing_docs)]
+pub struct Recorder {
     pub fine: Duration,
     pub delivered: Vec<Vec<u64>>,
     pub rate: Vec<Vec<u64>>,
@@ -32,7 +37,9 @@ pub(crate) struct Recorder {
     pub phase_drops: Vec<[u64; 3]>,
 }
 
+#[allow(missing_docs)]
 impl Recorder {
+    /// Bins for a run of `duration` with `flows` flows over `phases` phases.
     pub fn new(duration: Duration, flows: usize, phases: usize) -> Self {
         let fine = Duration::from_millis(10).max(duration / 100_000);
         let n = (duration.as_nanos() / fine.as_nanos()) as usize + 2;
@@ -124,5 +131,113 @@ impl Recorder {
     pub fn capacity_at(&self, schedule: &Schedule, b: usize) -> u64 {
         let t = Instant::from_nanos((self.fine * b as u32).as_nanos() as u64);
         schedule.phases()[schedule.index_at(t)].rate_bps
+    }
+    /// Per-phase goodput, utilisation, time to adapt, queueing delay and drops of a run that
+    /// ended at `end`.
+    pub fn phase_reports(&self, sched: &Schedule, end: Instant) -> Vec<PhaseReport> {
+        let end_d = Duration::from_nanos(end.as_nanos());
+        sched
+            .phases()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let until = sched
+                    .phases()
+                    .get(i + 1)
+                    .map_or(end_d, |n| n.at)
+                    .min(end_d)
+                    .max(p.at);
+                let (b0, b1) = (self.bin_of(p.at), self.bin_of(until));
+                let secs = (until - p.at).as_secs_f64();
+                let delivered = self.delivered_between(b0, b1);
+                let goodput = if secs > 0.0 {
+                    delivered as f64 * 8.0 / secs
+                } else {
+                    0.0
+                };
+                let tta = self.time_to_adapt(b0, b1, p.rate_bps);
+                let after = tta.map(|t| {
+                    let from = p.at + t;
+                    let s = (until - from).as_secs_f64();
+                    let bytes = self.delivered_between(self.bin_of(from), b1);
+                    round(bytes as f64 * 8.0 / s / p.rate_bps as f64, 4)
+                });
+                let h = &self.phase_hist[i];
+                let q = |v: f64| {
+                    if h.is_empty() {
+                        0.0
+                    } else {
+                        round(h.value_at_quantile(v) as f64 / 1e3, 3)
+                    }
+                };
+                let d = self.phase_drops[i];
+                PhaseReport {
+                    at_s: round(p.at.as_secs_f64(), 6),
+                    until_s: round(until.as_secs_f64(), 6),
+                    capacity_mbps: round(p.rate_bps as f64 / 1e6, 3),
+                    goodput_mbps: round(goodput / 1e6, 3),
+                    utilization: round(goodput / p.rate_bps as f64, 4),
+                    time_to_adapt_s: tta.map(|t| round(t.as_secs_f64(), 3)),
+                    utilization_after_adapt: after,
+                    queue_delay_ms: Percentiles {
+                        p50: q(0.5),
+                        p95: q(0.95),
+                        p99: q(0.99),
+                    },
+                    queue_drops: d[0],
+                    random_drops: d[1],
+                    outage_drops: d[2],
+                }
+            })
+            .collect()
+    }
+
+    /// The 100 ms time series of a run that ended at `end`.
+    pub fn series(&self, sched: &Schedule, end: Instant) -> TimeSeries {
+        let w = (COARSE_BIN.as_nanos() / self.fine.as_nanos()).max(1) as usize;
+        let last = self.bin(end);
+        let bin_s = (self.fine * w as u32).as_secs_f64();
+        let mut rows = Vec::new();
+        let mut b = 0;
+        while b < last {
+            let e = (b + w).min(last);
+            let secs = (self.fine * (e - b) as u32).as_secs_f64();
+            let mbps = |bytes: u64| round(bytes as f64 * 8.0 / secs / 1e6, 3);
+            let n: u64 = self.qdelay_n[b..e].iter().map(|&x| u64::from(x)).sum();
+            let sum: u64 = self.qdelay_sum_us[b..e].iter().sum();
+            rows.push(SeriesRow {
+                t_s: round((self.fine * b as u32).as_secs_f64(), 3),
+                capacity_mbps: round(self.capacity_at(sched, b) as f64 / 1e6, 3),
+                goodput_mbps: mbps(self.delivered_between(b, e)),
+                flow_goodput_mbps: self
+                    .delivered
+                    .iter()
+                    .map(|f| mbps(f[b..e].iter().sum()))
+                    .collect(),
+                flow_rate_mbps: self
+                    .rate
+                    .iter()
+                    .map(|r| {
+                        round(
+                            r[b..e].iter().rev().find(|&&x| x > 0).copied().unwrap_or(0) as f64
+                                / 1e6,
+                            3,
+                        )
+                    })
+                    .collect(),
+                queue_delay_ms_mean: if n > 0 {
+                    round(sum as f64 / n as f64 / 1e3, 3)
+                } else {
+                    0.0
+                },
+                queue_delay_ms_max: round(
+                    f64::from(*self.qdelay_max_us[b..e].iter().max().unwrap_or(&0)) / 1e3,
+                    3,
+                ),
+                drops: self.drops[b..e].iter().map(|&x| u64::from(x)).sum(),
+            });
+            b = e;
+        }
+        TimeSeries { bin_s, rows }
     }
 }

@@ -8,7 +8,7 @@
 use core::time::Duration;
 
 use serde::Deserialize;
-use spate_netmodel::{bps, PathSpec, Schedule, TomlText, MAX_RATE_MBPS};
+use spate_netmodel::{bps, PathSpec, Phase, Schedule, TomlText, MAX_RATE_MBPS};
 use spate_proto::cc::{Policy, RateConfig};
 use toml::Spanned;
 
@@ -37,8 +37,63 @@ pub struct FlowSpec {
     pub start: Duration,
     /// Bytes to move; 0 means "send until the scenario ends".
     pub bytes: u64,
-    /// Rate policy and limits.
+    /// Rate policy and limits (Spate flows).
     pub rate: RateConfig,
+    /// Which program moves the data.
+    pub protocol: Protocol,
+}
+
+/// The program that moves a flow's data. The simulator runs Spate's core; the other protocols
+/// run only in the real-time emulator (`spate-lab emu`), as the real programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// Spate.
+    Spate,
+    /// Kernel TCP with CUBIC.
+    Cubic,
+    /// Kernel TCP with BBR.
+    Bbr,
+    /// Kernel TCP with Reno.
+    Reno,
+    /// GridFTP (`globus-url-copy -p 8`, 8 parallel TCP streams).
+    Gridftp,
+    /// UDT4 (libudt).
+    Udt,
+}
+
+impl Protocol {
+    /// Every protocol, in the order tables list them.
+    pub const ALL: [Protocol; 6] = [
+        Protocol::Spate,
+        Protocol::Cubic,
+        Protocol::Bbr,
+        Protocol::Reno,
+        Protocol::Gridftp,
+        Protocol::Udt,
+    ];
+
+    /// The scenario-file name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Spate => "spate",
+            Protocol::Cubic => "cubic",
+            Protocol::Bbr => "bbr",
+            Protocol::Reno => "reno",
+            Protocol::Gridftp => "gridftp",
+            Protocol::Udt => "udt",
+        }
+    }
+
+    /// Parse a scenario-file name.
+    pub fn parse(s: &str) -> Option<Protocol> {
+        Protocol::ALL.into_iter().find(|p| p.name() == s)
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 pub use spate_netmodel::SpecError as ScenarioError;
@@ -64,12 +119,44 @@ struct RawFlow {
     rate_mbps: Option<Spanned<f64>>,
     min_rate_mbps: Option<Spanned<f64>>,
     queue_target_bytes: Option<Spanned<i64>>,
+    protocol: Option<Spanned<String>>,
 }
 
 /// Largest simulated duration accepted (one day).
 const MAX_DURATION_S: f64 = 86_400.0;
 
 impl Scenario {
+    /// The same scenario with every rate (path phases, flow rate caps) multiplied by `factor`,
+    /// keeping delays, loss and queue times: how a 10 Gbit/s experiment is run on a machine
+    /// that carries 1 Gbit/s. Byte counts scale too, so a bounded flow takes as long.
+    pub fn scaled(&self, factor: f64) -> Scenario {
+        let mut s = self.clone();
+        let scale = |v: u64| ((v as f64) * factor).round().max(1.0) as u64;
+        let phases = s
+            .schedule
+            .phases()
+            .iter()
+            .map(|p| Phase {
+                rate_bps: scale(p.rate_bps),
+                ..p.clone()
+            })
+            .collect();
+        // Scaling a valid schedule's rates (kept ≥ 1) leaves it valid.
+        if let Ok(schedule) = Schedule::new(phases) {
+            s.schedule = schedule;
+        }
+        for f in &mut s.flows {
+            if f.rate.rate_bps > 0 {
+                f.rate.rate_bps = scale(f.rate.rate_bps);
+            }
+            f.rate.min_rate_bps = (f.rate.min_rate_bps as f64 * factor).round() as u64;
+            if f.bytes > 0 {
+                f.bytes = scale(f.bytes);
+            }
+        }
+        s
+    }
+
     /// Parse and validate a scenario from TOML text.
     pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         let raw: RawScenario = toml::from_str(text).map_err(|e| {
@@ -198,7 +285,23 @@ impl FlowSpecs for TomlText<'_> {
                     )
                 })?,
         };
+        let protocol = match &f.protocol {
+            None => Protocol::Spate,
+            Some(p) => Protocol::parse(p.get_ref()).ok_or_else(|| {
+                let names: Vec<_> = Protocol::ALL.iter().map(|p| p.name()).collect();
+                self.err(
+                    p,
+                    "protocol",
+                    format!(
+                        "unknown protocol {:?}; choose one of {}",
+                        p.get_ref(),
+                        names.join(", ")
+                    ),
+                )
+            })?,
+        };
         Ok(FlowSpec {
+            protocol,
             start: Duration::from_secs_f64(start),
             bytes,
             rate: RateConfig {
@@ -285,5 +388,27 @@ rate_mbps = 90.0
         );
         assert!(err("duration_s = 'x'").starts_with("line 1: "));
         assert!(err(&GOOD.replace("rate_mbps = 90.0", "")).contains("rate_mbps: is required"));
+    }
+
+    #[test]
+    fn protocol_and_scale() {
+        let s = Scenario::parse(&GOOD.replace(
+            "policy = \"fixed\"",
+            "protocol = \"cubic\"\npolicy = \"fixed\"",
+        ))
+        .unwrap();
+        assert_eq!(s.flows[0].protocol, Protocol::Cubic);
+        assert!(err(&GOOD.replace(
+            "policy = \"fixed\"",
+            "protocol = \"tcp\"\npolicy = \"fixed\""
+        ))
+        .contains("unknown protocol \"tcp\"; choose one of spate, cubic, bbr, reno, gridftp, udt"));
+        let tenth = Scenario::parse(GOOD).unwrap().scaled(0.1);
+        let p = tenth.schedule.phases();
+        assert_eq!((p[0].rate_bps, p[1].rate_bps), (10_000_000, 1_000_000_000));
+        assert_eq!(p[1].rtt, Duration::from_millis(74));
+        assert_eq!(tenth.flows[0].rate.rate_bps, 9_000_000);
+        let err = crate::run(&s, &mut |_| {}).unwrap_err().to_string();
+        assert!(err.contains("runs only in the real-time emulator"), "{err}");
     }
 }

@@ -107,6 +107,7 @@ fn scenario(c: &Case) -> Scenario {
                 start: Duration::from_millis(i as u64 * 137),
                 bytes: s.max(1),
                 rate: RateConfig::fixed(rate),
+                protocol: spate_sim::Protocol::Spate,
             })
             .collect(),
     }
