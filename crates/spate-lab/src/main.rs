@@ -2,6 +2,7 @@
 
 mod aead_cmd;
 mod bench;
+mod emu;
 mod grid_cmd;
 mod plot;
 mod sim_cmd;
@@ -22,6 +23,7 @@ struct Cli {
 enum Command {
     Sim(sim_cmd::SimArgs),
     Grid(grid_cmd::GridArgs),
+    Emu(emu::EmuArgs),
     /// Measure Spate's speed against raw UDP and TCP on this machine (loopback; a veth pair
     /// between network namespaces when root).
     BenchIo(bench::BenchArgs),
@@ -40,6 +42,7 @@ fn main() {
     let res = match cli.command {
         Command::Sim(a) => sim_cmd::run(a),
         Command::Grid(a) => grid_cmd::run(a),
+        Command::Emu(a) => emu::run(a),
         Command::BenchIo(a) => bench::run(a),
         Command::BenchEnd(a) => bench::run_end(a),
         Command::TestVectors(a) => vectors_cmd::run(a),

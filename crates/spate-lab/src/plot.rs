@@ -51,62 +51,31 @@ fn register_fonts() {
     });
 }
 
-/// Write the run plot to `path` (.svg or .png).
+/// Write the run plot of a simulator run to `path` (.svg or .png).
 pub fn sim_plot(path: &Path, r: &Report, s: &TimeSeries) -> Result<()> {
-    check_extension(path)?;
-    register_fonts();
-    let title = format!("{} (seed {})", r.scenario, r.seed);
-    let res = if path.extension().and_then(|e| e.to_str()) == Some("svg") {
-        let root = SVGBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
-        draw(root, &title, s).map_err(|e| anyhow!("{e:?}"))
-    } else {
-        let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
-        draw(root, &title, s).map_err(|e| anyhow!("{e:?}"))
-    };
-    res.map_err(|e| anyhow!("cannot draw plot {}: {e}", path.display()))
+    let labels: Vec<String> = (0..r.flows.len()).map(|i| format!("flow {i}")).collect();
+    run_plot(
+        path,
+        &format!("{} (seed {})", r.scenario, r.seed),
+        s,
+        &labels,
+    )
 }
 
-/// A named line: legend text, style, points.
-type Line = (String, ShapeStyle, Vec<(f64, f64)>);
-
-fn draw<DB: DrawingBackend>(
-    root: DrawingArea<DB, Shift>,
-    title: &str,
-    s: &TimeSeries,
-) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-    root.fill(&WHITE)?;
-    let root = root.titled(title, ("sans-serif", 24))?;
-    let (top, bottom) = root.split_vertically(HEIGHT * 62 / 100);
-    let t_max = s.rows.last().map_or(1.0, |r| r.t_s + s.bin_s).max(s.bin_s);
-    let cap_max = s
-        .rows
-        .iter()
-        .map(|r| r.capacity_mbps)
-        .fold(0.0, f64::max)
-        .max(1e-3);
-    let cap_min = s
-        .rows
-        .iter()
-        .map(|r| r.capacity_mbps)
-        .fold(f64::MAX, f64::min)
-        .max(1e-3);
+/// Write the run plot of a time series to `path`; `labels` name the flows.
+pub fn run_plot(path: &Path, title: &str, s: &TimeSeries, labels: &[String]) -> Result<()> {
     let flows = s.rows.first().map_or(0, |r| r.flow_goodput_mbps.len());
-
-    let mut series: Vec<Line> = vec![(
-        "capacity".into(),
-        BLACK.stroke_width(2),
-        s.rows.iter().map(|r| (r.t_s, r.capacity_mbps)).collect(),
-    )];
-    series.push((
-        "goodput (all flows)".into(),
-        RGBColor(0xd6, 0x27, 0x28).stroke_width(2),
+    let mut lines = vec![(
+        "goodput (all flows)".to_owned(),
         s.rows.iter().map(|r| (r.t_s, r.goodput_mbps)).collect(),
-    ));
+    )];
     if flows > 1 {
         for i in 0..flows {
-            series.push((
-                format!("flow {i}"),
-                FLOW_COLORS[i % FLOW_COLORS.len()].stroke_width(1),
+            lines.push((
+                labels
+                    .get(i)
+                    .cloned()
+                    .unwrap_or_else(|| format!("flow {i}")),
                 s.rows
                     .iter()
                     .map(|r| (r.t_s, r.flow_goodput_mbps[i]))
@@ -114,67 +83,153 @@ fn draw<DB: DrawingBackend>(
             ));
         }
     }
+    let queue = vec![
+        (
+            "max".to_owned(),
+            s.rows
+                .iter()
+                .map(|r| (r.t_s, r.queue_delay_ms_max))
+                .collect(),
+        ),
+        (
+            "mean".to_owned(),
+            s.rows
+                .iter()
+                .map(|r| (r.t_s, r.queue_delay_ms_mean))
+                .collect(),
+        ),
+    ];
+    let figure = Figure {
+        title: title.to_owned(),
+        t_max: s.rows.last().map_or(1.0, |r| r.t_s + s.bin_s).max(s.bin_s),
+        capacity: s.rows.iter().map(|r| (r.t_s, r.capacity_mbps)).collect(),
+        goodput: lines,
+        queue,
+    };
+    figure.write(path)
+}
 
-    if cap_max / cap_min > 20.0 {
-        let lo = (cap_min / 10.0).max(1e-3);
-        let mut c = ChartBuilder::on(&top)
-            .margin(12)
-            .x_label_area_size(30)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..t_max, (lo..cap_max * 1.5).log_scale())?;
-        c.configure_mesh()
-            .y_desc("Mbit/s (log)")
-            .x_desc("time (s)")
-            .draw()?;
-        draw_lines(&mut c, series, lo)?;
-    } else {
-        let mut c = ChartBuilder::on(&top)
-            .margin(12)
-            .x_label_area_size(30)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..t_max, 0.0..cap_max * 1.15)?;
-        c.configure_mesh()
-            .y_desc("Mbit/s")
-            .x_desc("time (s)")
-            .draw()?;
-        draw_lines(&mut c, series, f64::MIN)?;
+/// A two-panel figure over time: goodput lines against capacity, and queueing delay lines.
+pub struct Figure {
+    /// Title.
+    pub title: String,
+    /// End of the time axis, seconds.
+    pub t_max: f64,
+    /// Capacity, Mbit/s, over time.
+    pub capacity: Vec<(f64, f64)>,
+    /// Named goodput lines, Mbit/s (the first is drawn thicker).
+    pub goodput: Vec<(String, Vec<(f64, f64)>)>,
+    /// Named queueing-delay lines, ms (the last is drawn thicker).
+    pub queue: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+impl Figure {
+    /// Write to `path` (.svg or .png).
+    pub fn write(&self, path: &Path) -> Result<()> {
+        check_extension(path)?;
+        register_fonts();
+        let res = if path.extension().and_then(|e| e.to_str()) == Some("svg") {
+            let root = SVGBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
+            self.draw(root).map_err(|e| anyhow!("{e:?}"))
+        } else {
+            let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
+            self.draw(root).map_err(|e| anyhow!("{e:?}"))
+        };
+        res.map_err(|e| anyhow!("cannot draw plot {}: {e}", path.display()))
     }
 
-    let q_max = s
-        .rows
-        .iter()
-        .map(|r| r.queue_delay_ms_max)
-        .fold(0.0, f64::max)
-        .max(1.0);
-    let mut q = ChartBuilder::on(&bottom)
-        .margin(12)
-        .x_label_area_size(35)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0.0..t_max, 0.0..q_max * 1.1)?;
-    q.configure_mesh()
-        .y_desc("queueing delay (ms)")
-        .x_desc("time (s)")
-        .draw()?;
-    let max_style = RGBColor(0x99, 0x99, 0x99).stroke_width(1);
-    q.draw_series(LineSeries::new(
-        s.rows.iter().map(|r| (r.t_s, r.queue_delay_ms_max)),
-        max_style,
-    ))?
-    .label("max")
-    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], max_style));
-    let mean_style = RGBColor(0x1f, 0x77, 0xb4).stroke_width(2);
-    q.draw_series(LineSeries::new(
-        s.rows.iter().map(|r| (r.t_s, r.queue_delay_ms_mean)),
-        mean_style,
-    ))?
-    .label("mean")
-    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], mean_style));
-    q.configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()?;
-    root.present()
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, Shift>,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        root.fill(&WHITE)?;
+        let root = root.titled(&self.title, ("sans-serif", 24))?;
+        let (top, bottom) = root.split_vertically(HEIGHT * 62 / 100);
+        let t_max = self.t_max;
+        let values = || self.capacity.iter().map(|p| p.1);
+        let cap_max = values().fold(0.0, f64::max).max(1e-3);
+        let cap_min = values().fold(f64::MAX, f64::min).max(1e-3);
+        let top_max = self
+            .goodput
+            .iter()
+            .flat_map(|l| l.1.iter().map(|p| p.1))
+            .fold(cap_max, f64::max);
+        let mut series: Vec<Line> = vec![(
+            "capacity".into(),
+            BLACK.stroke_width(2),
+            self.capacity.clone(),
+        )];
+        for (i, (name, pts)) in self.goodput.iter().enumerate() {
+            let total = self.goodput.len() == 1 || (i == 0 && name.starts_with("goodput"));
+            let style = if total {
+                RGBColor(0xd6, 0x27, 0x28).stroke_width(2)
+            } else {
+                FLOW_COLORS[i % FLOW_COLORS.len()].stroke_width(2)
+            };
+            series.push((name.clone(), style, pts.clone()));
+        }
+        if cap_max / cap_min > 20.0 {
+            let lo = (cap_min / 10.0).max(1e-3);
+            let mut c = ChartBuilder::on(&top)
+                .margin(12)
+                .x_label_area_size(30)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0.0..t_max, (lo..top_max * 1.5).log_scale())?;
+            c.configure_mesh()
+                .y_desc("Mbit/s (log)")
+                .x_desc("time (s)")
+                .draw()?;
+            draw_lines(&mut c, series, lo)?;
+        } else {
+            let mut c = ChartBuilder::on(&top)
+                .margin(12)
+                .x_label_area_size(30)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0.0..t_max, 0.0..top_max * 1.15)?;
+            c.configure_mesh()
+                .y_desc("Mbit/s")
+                .x_desc("time (s)")
+                .draw()?;
+            draw_lines(&mut c, series, f64::MIN)?;
+        }
+        let q_max = self
+            .queue
+            .iter()
+            .flat_map(|l| l.1.iter().map(|p| p.1))
+            .fold(0.0, f64::max)
+            .max(1.0);
+        let mut q = ChartBuilder::on(&bottom)
+            .margin(12)
+            .x_label_area_size(35)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..t_max, 0.0..q_max * 1.1)?;
+        q.configure_mesh()
+            .y_desc("queueing delay (ms)")
+            .x_desc("time (s)")
+            .draw()?;
+        let n = self.queue.len();
+        let lines: Vec<Line> = self
+            .queue
+            .iter()
+            .enumerate()
+            .map(|(i, (name, pts))| {
+                let style = if n == 2 && i == 0 {
+                    RGBColor(0x99, 0x99, 0x99).stroke_width(1)
+                } else if n == 2 {
+                    RGBColor(0x1f, 0x77, 0xb4).stroke_width(2)
+                } else {
+                    FLOW_COLORS[i % FLOW_COLORS.len()].stroke_width(1)
+                };
+                (name.clone(), style, pts.clone())
+            })
+            .collect();
+        draw_lines(&mut q, lines, f64::MIN)?;
+        root.present()
+    }
 }
+
+/// A named line: legend text, style, points.
+type Line = (String, ShapeStyle, Vec<(f64, f64)>);
 
 /// Draw named lines with a legend; values below `floor` are drawn at `floor` (a log axis
 /// cannot show zero).

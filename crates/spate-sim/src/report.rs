@@ -3,10 +3,10 @@
 //! Field names and meanings follow `SEEDS.md` ("Metrics Spate reports"). Floats are rounded to
 //! a fixed number of digits so that reports diff cleanly and snapshot tests are stable.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Everything a run reports.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Report {
     /// Scenario name.
     pub scenario: String,
@@ -27,7 +27,7 @@ pub struct Report {
 }
 
 /// One flow's results.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FlowReport {
     /// Rate policy.
     pub policy: String,
@@ -67,7 +67,7 @@ pub struct FlowReport {
 }
 
 /// Queueing delay percentiles, ms.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Percentiles {
     /// Median.
     pub p50: f64,
@@ -78,7 +78,7 @@ pub struct Percentiles {
 }
 
 /// One path phase's results.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PhaseReport {
     /// Phase start, seconds.
     pub at_s: f64,

@@ -60,6 +60,9 @@ enum End {
         /// Directory with the `server` and `client` identities (`write_keys`).
         #[arg(long)]
         keys: PathBuf,
+        /// Give up when no session has ended within this many seconds.
+        #[arg(long, default_value_t = 300)]
+        max_seconds: u64,
     },
     SpateSend {
         #[arg(long)]
@@ -77,6 +80,15 @@ enum End {
         /// Policy fixed at this rate (bits/s) instead of fair.
         #[arg(long)]
         fixed: Option<u64>,
+        /// Adaptive policy (fair, high, low) when not --fixed.
+        #[arg(long, default_value = "fair")]
+        policy: String,
+        /// Upper limit of the adaptive rate, bits/s (0: none).
+        #[arg(long, default_value_t = 0)]
+        max_rate: u64,
+        /// Lower limit of the adaptive rate, bits/s.
+        #[arg(long, default_value_t = 0)]
+        min_rate: u64,
     },
 }
 
@@ -84,7 +96,12 @@ pub fn run(a: EndArgs) -> Result<()> {
     let (bytes, seconds, retx) = match a.end {
         End::UdpBlast { to, seconds } => udp_blast(to, seconds)?,
         End::UdpSink { listen } => udp_sink(listen)?,
-        End::SpateRecv { listen, root, keys } => spate_recv(listen, root, &keys)?,
+        End::SpateRecv {
+            listen,
+            root,
+            keys,
+            max_seconds,
+        } => spate_recv(listen, root, &keys, max_seconds)?,
         End::SpateSend {
             to,
             keys,
@@ -92,7 +109,25 @@ pub fn run(a: EndArgs) -> Result<()> {
             mem,
             file,
             fixed,
-        } => spate_send(to, &keys, &cipher, mem, file, fixed)?,
+            policy,
+            max_rate,
+            min_rate,
+        } => {
+            let rate = match fixed {
+                Some(bps) => RateConfig::fixed(bps),
+                None => {
+                    let Some(policy) = Policy::parse(&policy) else {
+                        bail!("unknown policy '{policy}'; choose one of {}", Policy::NAMES)
+                    };
+                    RateConfig {
+                        rate_bps: max_rate,
+                        min_rate_bps: min_rate,
+                        ..RateConfig::adaptive(policy)
+                    }
+                }
+            };
+            spate_send(to, &keys, &cipher, mem, file, rate)?
+        }
     };
     println!(
         "{}",
@@ -171,7 +206,12 @@ pub fn write_keys(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn spate_recv(listen: SocketAddr, root: Option<PathBuf>, keys: &Path) -> Result<Moved> {
+fn spate_recv(
+    listen: SocketAddr,
+    root: Option<PathBuf>,
+    keys: &Path,
+    max_seconds: u64,
+) -> Result<Moved> {
     let dir = match &root {
         Some(r) => r.clone(),
         None => std::env::temp_dir(),
@@ -192,7 +232,7 @@ fn spate_recv(listen: SocketAddr, root: Option<PathBuf>, keys: &Path) -> Result<
     let stop = Arc::new(AtomicBool::new(false));
     let mut result = None;
     let s2 = Arc::clone(&stop);
-    let deadline = Instant::now() + Duration::from_secs(300);
+    let deadline = Instant::now() + Duration::from_secs(max_seconds);
     let watchdog = Arc::clone(&stop);
     std::thread::spawn(move || {
         while Instant::now() < deadline {
@@ -207,7 +247,7 @@ fn spate_recv(listen: SocketAddr, root: Option<PathBuf>, keys: &Path) -> Result<
     match result {
         Some((bytes, secs, None)) => Ok((bytes, secs, None)),
         Some((_, _, Some(e))) => bail!("the session failed: {e}"),
-        None => bail!("no session within 300 s"),
+        None => bail!("no session within {max_seconds} s"),
     }
 }
 
@@ -238,7 +278,7 @@ fn spate_send(
     cipher: &str,
     mem: Option<u64>,
     file: Option<PathBuf>,
-    fixed: Option<u64>,
+    rate: RateConfig,
 ) -> Result<Moved> {
     let cipher = match cipher {
         "aes-256-gcm" => Cipher::Aes256Gcm,
@@ -254,7 +294,7 @@ fn spate_send(
     };
     let cfg = SendConfig {
         server: to,
-        rate: fixed.map_or(RateConfig::adaptive(Policy::Fair), RateConfig::fixed),
+        rate,
         connect_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(20),
         resume: false,

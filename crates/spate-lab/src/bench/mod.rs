@@ -30,8 +30,8 @@
 //! ratios compare Spate with raw UDP and TCP from the same run — absolute numbers say more
 //! about the machine than about Spate.
 
-mod ends;
-mod netns;
+pub mod ends;
+pub mod netns;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,143 @@
+//! The test bed: client — emulator — server, as two network namespaces joined through this
+//! process.
+//!
+//! ```text
+//!   netns <client>                 this process (host namespace)            netns <server>
+//!   10.77.0.1 ── tun ──fd──► [ spate_netmodel::Path: queue, rate, delay, loss ] ──fd──► tun ── 10.77.0.2
+//! ```
+//!
+//! Each namespace has one TUN interface (MTU 1500, a point-to-point /32 route to the other
+//! end) whose descriptor this process holds; nothing else connects them, so every packet
+//! between client and server crosses the emulated path. Host names `client` and `server` resolve
+//! through `/etc/netns/<ns>/hosts`, which `ip netns exec` mounts over `/etc/hosts` (GridFTP looks
+//! names up). TCP buffers inside the namespaces are raised to 256 MiB so kernel TCP is limited by
+//! the path, not by its window, up to 4 BDP at 1 Gbit/s and 400 ms. IPv6 is off so only the
+//! flows' own packets cross. Everything is removed when the value is dropped.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use super::tun::Tun;
+
+/// Client address (inside the client namespace).
+pub const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+/// Server address (inside the server namespace).
+pub const SERVER: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+
+/// The two namespaces and the TUN descriptors joining them.
+pub struct Bed {
+    /// Client namespace name.
+    pub client: String,
+    /// Server namespace name.
+    pub server: String,
+    etc: Vec<PathBuf>,
+}
+
+/// Run `ip` with arguments; an error carries its stderr.
+pub fn ip(args: &[&str]) -> Result<()> {
+    run("ip", args)
+}
+
+fn run(program: &str, args: &[&str]) -> Result<()> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run {program} (scripts/lab-setup.sh installs it)"))?;
+    if !out.status.success() {
+        bail!(
+            "{program} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+impl Bed {
+    /// Create both namespaces and their TUN devices; returns the bed and the descriptors
+    /// (client side, server side).
+    pub fn create() -> Result<(Bed, Tun, Tun)> {
+        if !crate::bench::netns::can_create() {
+            bail!("the emulator needs root (network namespaces and TUN devices); run it with sudo");
+        }
+        let id = std::process::id();
+        let mut bed = Bed {
+            client: format!("spate-emu-c-{id}"),
+            server: format!("spate-emu-s-{id}"),
+            etc: Vec::new(),
+        };
+        ip(&["netns", "add", &bed.client])?;
+        ip(&["netns", "add", &bed.server])?;
+        let c = Tun::create(&format!("sec{id}"))?;
+        let s = Tun::create(&format!("ses{id}"))?;
+        let hosts = format!("127.0.0.1 localhost\n{CLIENT} client\n{SERVER} server\n");
+        for (ns, tun, me, peer) in [
+            (&bed.client, &c, CLIENT, SERVER),
+            (&bed.server, &s, SERVER, CLIENT),
+        ] {
+            let dev = tun.name();
+            ip(&["link", "set", dev, "netns", ns])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+            ip(&[
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &me.to_string(),
+                "peer",
+                &format!("{peer}/32"),
+                "dev",
+                dev,
+            ])?;
+            ip(&[
+                "-n",
+                ns,
+                "link",
+                "set",
+                dev,
+                "mtu",
+                "1500",
+                "txqueuelen",
+                "10000",
+                "up",
+            ])?;
+            let sysctls = [
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv4.tcp_rmem=4096 131072 268435456",
+                "net.ipv4.tcp_wmem=4096 65536 268435456",
+                "net.ipv4.tcp_no_metrics_save=1",
+            ];
+            for kv in sysctls {
+                run("ip", &["netns", "exec", ns, "sysctl", "-q", "-w", kv])?;
+            }
+            let dir = PathBuf::from("/etc/netns").join(ns);
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            std::fs::write(dir.join("hosts"), &hosts)?;
+            std::fs::write(dir.join("resolv.conf"), "")?;
+            bed.etc.push(dir);
+        }
+        Ok((bed, c, s))
+    }
+
+    /// A command run inside namespace `ns` (`ip netns exec`, which execs: the child's pid is the
+    /// program's).
+    pub fn command(ns: &str, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns, program]);
+        c
+    }
+}
+
+impl Drop for Bed {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", &self.client]);
+        let _ = ip(&["netns", "del", &self.server]);
+        for d in &self.etc {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! What an emulator run reports (JSON, one object per run) and the tables made from many runs.
+//!
+//! Phase fields are the simulator's ([`PhaseReport`], computed by the same code from the same
+//! kind of recording), so `spate-lab compare` subtracts like from like. Flow fields are those
+//! every protocol has: goodput at the receiver's interface, feedback bytes, CPU time of each end.
+
+use serde::{Deserialize, Serialize};
+use spate_sim::PhaseReport;
+
+/// One emulator run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EmuReport {
+    /// Scenario name.
+    pub scenario: String,
+    /// Rate scale applied to the scenario file.
+    pub scale: f64,
+    /// Seed of the path's loss pattern.
+    pub seed: u64,
+    /// Seconds the run lasted.
+    pub run_s: f64,
+    /// The protocols of the flows, joined with "+" (the run's label in tables).
+    pub label: String,
+    /// Per flow.
+    pub flows: Vec<EmuFlow>,
+    /// Per path phase (all flows together).
+    pub phases: Vec<PhaseReport>,
+    /// Jain's index over the window where all flows run, when there are several.
+    pub fairness_jain: Option<f64>,
+    /// That window, seconds.
+    pub fairness_window_s: Option<[f64; 2]>,
+    /// The emulator's own numbers.
+    pub emulator: EmulatorStats,
+}
+
+/// One flow of a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EmuFlow {
+    /// spate, cubic, bbr, reno, gridftp, udt.
+    pub protocol: String,
+    /// Spate's rate policy (other protocols: "-").
+    pub policy: String,
+    /// When it started, seconds.
+    pub start_s: f64,
+    /// Payload bytes delivered to the receiver's interface.
+    pub bytes_delivered: u64,
+    /// Delivered payload per second from its start to the end of the run (or its own end).
+    pub goodput_mbps: f64,
+    /// Goodput in the fairness window.
+    pub window_goodput_mbps: Option<f64>,
+    /// Seconds from start to the sender's exit, when it finished before the run ended.
+    pub completion_s: Option<f64>,
+    /// IP bytes from receiver to sender (Spate's feedback, TCP's ACKs).
+    pub feedback_bytes: u64,
+    /// Feedback per GiB delivered, KiB.
+    pub feedback_kib_per_gib: f64,
+    /// CPU seconds of the sending and receiving process (user + system; kernel TCP's work in
+    /// softirq context is not counted).
+    pub cpu_s: [Option<f64>; 2],
+    /// CPU percent of one core per Gbit/s of goodput, sender and receiver.
+    pub cpu_pct_per_gbps: [Option<f64>; 2],
+    /// Bytes the program itself reported moving (Spate: delivered; iperf3: received).
+    pub app_bytes: Option<u64>,
+    /// Why the flow failed, when it did.
+    pub error: Option<String>,
+}
+
+/// The emulator's own numbers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EmulatorStats {
+    /// CPU seconds of the forwarding thread.
+    pub cpu_s: f64,
+    /// How late packets left the delay line, mean, microseconds.
+    pub lateness_mean_us: f64,
+    /// And the worst.
+    pub lateness_max_us: u64,
+    /// Packets that matched no flow.
+    pub unclassified: u64,
+    /// Forward (towards the receiver) packets offered, and dropped by queue, loss, outage.
+    pub forward: [u64; 4],
+    /// Reverse packets offered, and dropped by queue, loss, outage.
+    pub reverse: [u64; 4],
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |x| format!("{x:.digits$}"))
+}
+
+impl EmuReport {
+    /// The per-run text summary.
+    pub fn to_text(&self) -> String {
+        let mut s = format!(
+            "scenario {:?} (rates × {}), {:.1} s in real time, emulator: {:.1} s CPU, packets late by {:.0} µs on average ({} µs at most)\n\n",
+            self.scenario,
+            self.scale,
+            self.run_s,
+            self.emulator.cpu_s,
+            self.emulator.lateness_mean_us,
+            self.emulator.lateness_max_us
+        );
+        s += "flow  protocol  policy  start s  goodput Mbit/s  done     feedback KiB/GiB  CPU %/Gbit/s send/recv\n";
+        for (i, f) in self.flows.iter().enumerate() {
+            s += &format!(
+                "{:<5} {:<9} {:<7} {:<8} {:<15.2} {:<8} {:<17.1} {}/{}\n",
+                i,
+                f.protocol,
+                f.policy,
+                f.start_s,
+                f.goodput_mbps,
+                opt(f.completion_s, 2),
+                f.feedback_kib_per_gib,
+                opt(f.cpu_pct_per_gbps[0], 1),
+                opt(f.cpu_pct_per_gbps[1], 1),
+            );
+            if let Some(w) = f.window_goodput_mbps.filter(|_| self.flows.len() > 1) {
+                s += &format!("      goodput in fairness window: {w:.2} Mbit/s\n");
+            }
+            if let Some(e) = &f.error {
+                s += &format!("      error: {e}\n");
+            }
+        }
+        if let (Some(j), Some(w)) = (self.fairness_jain, self.fairness_window_s) {
+            s += &format!("Jain's fairness index {j:.4} over {}-{} s\n", w[0], w[1]);
+        }
+        s += "\nphase  from-to s        capacity  goodput   util   adapt s  util after  queue p50/p95/p99 ms   drops q/rand/out\n";
+        for (i, p) in self.phases.iter().enumerate() {
+            s += &format!(
+                "{:<6} {:<16} {:<9} {:<9.2} {:<6.3} {:<8} {:<11} {:<21} {}/{}/{}\n",
+                i,
+                format!("{}-{}", p.at_s, p.until_s),
+                p.capacity_mbps,
+                p.goodput_mbps,
+                p.utilization,
+                opt(p.time_to_adapt_s, 1),
+                opt(p.utilization_after_adapt, 3),
+                format!(
+                    "{}/{}/{}",
+                    p.queue_delay_ms.p50, p.queue_delay_ms.p95, p.queue_delay_ms.p99
+                ),
+                p.queue_drops,
+                p.random_drops,
+                p.outage_drops
+            );
+        }
+        s
+    }
+}
+
+/// A Markdown table of many runs: one row per run, per phase its utilization, time to adapt
+/// and queueing delay, then total goodput and CPU. Runs are grouped by scenario in the order
+/// given.
+pub fn markdown(runs: &[EmuReport]) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while i < runs.len() {
+        let name = &runs[i].scenario;
+        let group: Vec<&EmuReport> = runs[i..]
+            .iter()
+            .take_while(|r| &r.scenario == name)
+            .collect();
+        i += group.len();
+        let phases = group.iter().map(|r| r.phases.len()).max().unwrap_or(0);
+        let first = group[0];
+        out += &format!("### {name} (rates × {})\n\n", first.scale);
+        let describe: Vec<String> = first
+            .phases
+            .iter()
+            .map(|p| format!("{}–{} s: {} Mbit/s", p.at_s, p.until_s, p.capacity_mbps))
+            .collect();
+        out += &format!("Path: {}.\n\n", describe.join("; "));
+        out += "| tool | goodput Mbit/s |";
+        for k in 0..phases {
+            out += &format!(" phase {} util | adapt s | queue p50/p95 ms |", k + 1);
+        }
+        out += " CPU %/Gbit/s send/recv |\n|---|---|";
+        for _ in 0..phases {
+            out += "---|---|---|";
+        }
+        out += "---|\n";
+        for r in &group {
+            let goodput: f64 = r.flows.iter().map(|f| f.goodput_mbps).sum();
+            out += &format!("| {} | {:.1} |", r.label, goodput);
+            for k in 0..phases {
+                match r.phases.get(k) {
+                    Some(p) => {
+                        out += &format!(
+                            " {:.3} | {} | {:.1} / {:.1} |",
+                            p.utilization,
+                            opt(p.time_to_adapt_s, 1),
+                            p.queue_delay_ms.p50,
+                            p.queue_delay_ms.p95
+                        )
+                    }
+                    None => out += " - | - | - |",
+                }
+            }
+            let cpu: Vec<String> = r
+                .flows
+                .iter()
+                .map(|f| {
+                    format!(
+                        "{}/{}",
+                        opt(f.cpu_pct_per_gbps[0], 1),
+                        opt(f.cpu_pct_per_gbps[1], 1)
+                    )
+                })
+                .collect();
+            out += &format!(" {} |", cpu.join(", "));
+            if let Some(e) = r.flows.iter().find_map(|f| f.error.as_ref()) {
+                out += &format!(" *failed: {}*", e.replace('|', "/"));
+            }
+            out += "\n";
+        }
+        out += "\n";
+    }
+    out
+}
