@@ -1,18 +1,35 @@
 #!/usr/bin/env bash
-# Install what spate-lab bench-io compares Spate with — iperf3 (kernel TCP), iproute2 (veth
-# pairs between network namespaces) — and what the tests that need root use: OpenSSH's sshd and
-# ssh (tests/e2e_ssh.rs starts a private sshd on loopback) and nftables (a blocked UDP port).
-# Debian/Ubuntu; run as root. Idempotent.
+# Install what the lab compares Spate with and what the tests that need root use. Debian/Ubuntu;
+# run as root. Idempotent.
+#
+#   iperf3                  kernel TCP (CUBIC, BBR, Reno) in spate-lab bench-io and emu
+#   iproute2                network namespaces, veth pairs, TUN devices
+#   globus-gass-copy-progs  GridFTP client (globus-url-copy -p 8) for spate-lab emu
+#   globus-gridftp-server-progs   GridFTP server
+#   libudt-dev, g++         UDT4; this script builds lab/udt/spate-udt.cpp into /usr/local/bin
+#   openssh-server/client   tests/e2e_ssh.rs starts a private sshd on loopback
+#   nftables                a blocked UDP port in the ssh tests
 set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
 missing=()
 command -v iperf3 >/dev/null || missing+=(iperf3)
 command -v ip >/dev/null || missing+=(iproute2)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ssh >/dev/null || missing+=(openssh-client)
 command -v nft >/dev/null || missing+=(nftables)
+command -v globus-url-copy >/dev/null || missing+=(globus-gass-copy-progs)
+[ -x /usr/sbin/globus-gridftp-server ] || missing+=(globus-gridftp-server-progs)
+[ -e /usr/include/udt/udt.h ] || missing+=(libudt-dev)
+command -v g++ >/dev/null || missing+=(g++)
 if ((${#missing[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq "${missing[@]}"
 fi
-echo "ready: $(iperf3 --version | head -1); $(ip -V); $(ssh -V 2>&1); $(nft --version)"
+udt=/usr/local/bin/spate-udt
+if [ ! -x "$udt" ] || [ "$here/lab/udt/spate-udt.cpp" -nt "$udt" ]; then
+    g++ -O2 -o "$udt" "$here/lab/udt/spate-udt.cpp" -ludt -lpthread
+fi
+modprobe tun 2>/dev/null || true
+echo "ready: $(iperf3 --version | head -1); $(ip -V); $(ssh -V 2>&1); $(nft --version);" \
+    "$(globus-url-copy -version 2>&1 | head -1); spate-udt at $udt"

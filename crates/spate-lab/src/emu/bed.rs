@@ -11,7 +11,8 @@
 //! between client and server crosses the emulated path. Host names `client` and `server` resolve
 //! through `/etc/netns/<ns>/hosts`, which `ip netns exec` mounts over `/etc/hosts` (GridFTP looks
 //! names up). TCP buffers inside the namespaces are raised to 256 MiB so kernel TCP is limited by
-//! the path, not by its window, up to 4 BDP at 1 Gbit/s and 400 ms. IPv6 is off so only the
+//! the path, not by its window, up to 4 BDP at 1 Gbit/s and 400 ms; TCP defaults to CUBIC
+//! ([`allow_cubic`]). IPv6 is off so only the
 //! flows' own packets cross. Everything is removed when the value is dropped.
 
 use std::net::Ipv4Addr;
@@ -69,11 +70,15 @@ impl Bed {
             server: format!("spate-emu-s-{id}"),
             etc: Vec::new(),
         };
+        allow_cubic()?;
         ip(&["netns", "add", &bed.client])?;
         ip(&["netns", "add", &bed.server])?;
         let c = Tun::create(&format!("sec{id}"))?;
         let s = Tun::create(&format!("ses{id}"))?;
-        let hosts = format!("127.0.0.1 localhost\n{CLIENT} client\n{SERVER} server\n");
+        // GridFTP's server looks up this machine's own name too: inside each namespace it is
+        // that namespace's address.
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let host = host.trim();
         for (ns, tun, me, peer) in [
             (&bed.client, &c, CLIENT, SERVER),
             (&bed.server, &s, SERVER, CLIENT),
@@ -109,6 +114,7 @@ impl Bed {
                 "net.ipv4.tcp_rmem=4096 131072 268435456",
                 "net.ipv4.tcp_wmem=4096 65536 268435456",
                 "net.ipv4.tcp_no_metrics_save=1",
+                "net.ipv4.tcp_congestion_control=cubic",
             ];
             for kv in sysctls {
                 run("ip", &["netns", "exec", ns, "sysctl", "-q", "-w", kv])?;
@@ -116,7 +122,11 @@ impl Bed {
             let dir = PathBuf::from("/etc/netns").join(ns);
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
-            std::fs::write(dir.join("hosts"), &hosts)?;
+            let mut hosts = format!("127.0.0.1 localhost\n{CLIENT} client\n{SERVER} server\n");
+            if !host.is_empty() {
+                hosts += &format!("{me} {host}\n");
+            }
+            std::fs::write(dir.join("hosts"), hosts)?;
             std::fs::write(dir.join("resolv.conf"), "")?;
             bed.etc.push(dir);
         }
@@ -130,6 +140,23 @@ impl Bed {
         c.args(["netns", "exec", ns, program]);
         c
     }
+}
+
+/// Kernel TCP in the namespaces defaults to CUBIC, Linux's default (GridFTP has no option to
+/// choose; iperf3 sets its algorithm per socket). A namespace may only default to an algorithm
+/// the host allows unprivileged users, so add `cubic` to
+/// `net.ipv4.tcp_allowed_congestion_control` if it is missing (it only widens what unprivileged
+/// programs may pick per socket), and say so.
+fn allow_cubic() -> Result<()> {
+    const KEY: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+    let allowed = std::fs::read_to_string(KEY).with_context(|| format!("cannot read {KEY}"))?;
+    if allowed.split_whitespace().any(|a| a == "cubic") {
+        return Ok(());
+    }
+    let wider = format!("{} cubic", allowed.trim());
+    std::fs::write(KEY, &wider).with_context(|| format!("cannot write {KEY}"))?;
+    eprintln!("spate-lab: added cubic to net.ipv4.tcp_allowed_congestion_control (now \"{wider}\") so the namespaces' TCP can default to it");
+    Ok(())
 }
 
 impl Drop for Bed {

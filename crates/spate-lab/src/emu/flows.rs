@@ -176,7 +176,7 @@ pub fn start_receiver(
                     server.to_string_lossy().into_owned(),
                     s("-aa"),
                     s("-anonymous-user"),
-                    s("root"),
+                    s("nobody"),
                     s("-p"),
                     port.to_string(),
                     s("-control-interface"),

@@ -412,7 +412,7 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
             .max(1e-3);
         let goodput = delivered as f64 * 8.0 / active;
         let per_gbps = |cpu: Option<f64>| {
-            cpu.filter(|_| goodput > 0.0)
+            cpu.filter(|_| goodput >= 1e6)
                 .map(|c| round(c / active * 100.0 / (goodput / 1e9), 1))
         };
         let fb = measured.reverse_bytes[i];
