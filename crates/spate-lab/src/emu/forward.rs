@@ -7,6 +7,11 @@
 //! timer slack is set to 1 ns, so a wake-up is late by the scheduler's latency only (tens of
 //! µs here; `spate-lab calibrate` measures the added delay).
 //!
+//! Writing a packet into a TUN device runs the receiving namespace's whole input path (for TCP:
+//! the receiver's protocol work and the ACK it sends) inside `write`, on the writing thread. So
+//! due packets are handed, a batch per turn, to one writer thread per direction, and the
+//! forwarding thread only reads and keeps time; buffers come back to it for reuse.
+//!
 //! Measurement happens here, at the bottleneck, for every protocol alike, into the simulator's
 //! own [`Recorder`]: the forward queueing delay and drops of every packet when it enters the
 //! link, and each flow's goodput when a packet is delivered to the receiver's interface —
@@ -119,9 +124,11 @@ pub struct Measured {
     pub links: [LinkStats; 2],
     /// Packets that matched no flow (both directions).
     pub unclassified: u64,
-    /// CPU seconds the forwarder used.
+    /// CPU seconds the forwarder used (reading and timing, and the writer threads, which
+    /// include the receiving namespaces' input path).
     pub cpu_s: f64,
-    /// How late packets left, against their arrival time: mean and max, microseconds.
+    /// How late packets reached the receiving interface, against their modelled arrival
+    /// time: mean and max, microseconds.
     pub lateness_us: (f64, u64),
 }
 
@@ -167,8 +174,19 @@ pub fn run(
     let mut reverse_bytes = vec![0u64; flows];
     let mut unclassified = 0u64;
     let mut free: Vec<Vec<u8>> = Vec::new();
+    let (back_tx, back) = std::sync::mpsc::channel::<Vec<u8>>();
+    let to_server = Writer::start(
+        server.try_clone().map_err(std::io::Error::other)?,
+        back_tx.clone(),
+        t0,
+    )?;
+    let to_client = Writer::start(
+        client.try_clone().map_err(std::io::Error::other)?,
+        back_tx,
+        t0,
+    )?;
+    let (mut fwd_batch, mut rev_batch): (Batch, Batch) = (Vec::new(), Vec::new());
     let mut scratch = vec![0u8; BUF];
-    let (mut late_sum, mut late_n, mut late_max) = (0u128, 0u64, 0u64);
     let clock = || Instant::from_nanos(t0.elapsed().as_nanos() as u64);
     let cpu0 = thread_cpu();
     while !stop.load(Ordering::Relaxed) {
@@ -206,25 +224,24 @@ pub fn run(
                 }
             }
         }
+        free.extend(back.try_iter());
         let now = clock();
         while let Some(at) = path.next_arrival().filter(|&a| a <= now) {
             let Some((dir, (buf, len, class))) = path.pop_due(now) else {
                 break;
             };
-            let late = now.saturating_since(at).as_micros() as u64;
-            (late_sum, late_n, late_max) =
-                (late_sum + u128::from(late), late_n + 1, late_max.max(late));
             match dir {
                 Direction::Forward => {
-                    server.write(&buf[..len])?;
+                    fwd_batch.push((buf, len, at));
                     if let Some((f, payload)) = class {
                         rec.on_delivered(f, now, payload);
                     }
                 }
-                Direction::Reverse => client.write(&buf[..len])?,
+                Direction::Reverse => rev_batch.push((buf, len, at)),
             }
-            free.push(buf);
         }
+        to_server.send(&mut fwd_batch)?;
+        to_client.send(&mut rev_batch)?;
         if busy {
             continue;
         }
@@ -234,6 +251,8 @@ pub fn run(
             .min(IDLE_WAIT);
         wait_readable(&client, &server, wait)?;
     }
+    let late = [to_server.finish()?, to_client.finish()?];
+    let late_n = late[0].n + late[1].n;
     Ok(Measured {
         rec,
         reverse_bytes,
@@ -242,16 +261,102 @@ pub fn run(
             *path.link(Direction::Reverse).stats(),
         ],
         unclassified,
-        cpu_s: thread_cpu() - cpu0,
+        cpu_s: thread_cpu() - cpu0 + late[0].cpu_s + late[1].cpu_s,
         lateness_us: (
             if late_n > 0 {
-                late_sum as f64 / late_n as f64
+                (late[0].sum_us + late[1].sum_us) as f64 / late_n as f64
             } else {
                 0.0
             },
-            late_max,
+            late[0].max_us.max(late[1].max_us),
         ),
     })
+}
+
+/// Packets due for one direction: buffer, length, and when it was due.
+type Batch = Vec<(Vec<u8>, usize, Instant)>;
+
+/// How late a writer put packets on the receiving interface, against their arrival time.
+#[derive(Default)]
+struct Lateness {
+    n: u64,
+    sum_us: u128,
+    max_us: u64,
+    /// CPU seconds of the writer thread.
+    cpu_s: f64,
+}
+
+/// A thread that writes batches of packets into one TUN device and returns the buffers.
+struct Writer {
+    tx: Option<std::sync::mpsc::Sender<Batch>>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<Lateness>>>,
+}
+
+impl Writer {
+    fn start(
+        mut tun: Tun,
+        back: std::sync::mpsc::Sender<Vec<u8>>,
+        t0: std::time::Instant,
+    ) -> std::io::Result<Writer> {
+        let (tx, rx) = std::sync::mpsc::channel::<Batch>();
+        let thread = std::thread::Builder::new()
+            .name(format!("emu-write-{}", tun.name()))
+            .spawn(move || {
+                // SAFETY: as in `run`.
+                unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+                let mut late = Lateness::default();
+                let cpu0 = thread_cpu();
+                for batch in rx {
+                    for (buf, len, at) in batch {
+                        tun.write(&buf[..len])?;
+                        let now = Instant::from_nanos(t0.elapsed().as_nanos() as u64);
+                        let us = now.saturating_since(at).as_micros() as u64;
+                        late.n += 1;
+                        late.sum_us += u128::from(us);
+                        late.max_us = late.max_us.max(us);
+                        let _ = back.send(buf);
+                    }
+                }
+                late.cpu_s = thread_cpu() - cpu0;
+                Ok(late)
+            })?;
+        Ok(Writer {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Hand over the batch (leaving it empty).
+    fn send(&self, batch: &mut Batch) -> std::io::Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let b = std::mem::take(batch);
+        match &self.tx {
+            Some(tx) if tx.send(b).is_ok() => Ok(()),
+            _ => Err(std::io::Error::other("the TUN writer thread stopped")),
+        }
+    }
+}
+
+impl Writer {
+    /// Stop the thread; how late its packets were.
+    fn finish(mut self) -> std::io::Result<Lateness> {
+        self.tx = None;
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(r)) => r,
+            _ => Err(std::io::Error::other("the TUN writer thread panicked")),
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Sleep until either descriptor is readable or `wait` has passed (nanosecond timeout).

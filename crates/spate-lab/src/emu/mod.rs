@@ -282,6 +282,49 @@ fn tools(dir: &Path) -> Result<Tools> {
     })
 }
 
+/// The forwarder running on a bed.
+pub struct Emulation {
+    /// Time zero of the path's schedule.
+    pub t0: Instant,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<std::io::Result<forward::Measured>>,
+}
+
+impl Emulation {
+    /// Start forwarding between the bed's TUN devices along scenario `s`'s path, now.
+    pub fn start(
+        client: tun::Tun,
+        server: tun::Tun,
+        s: &Scenario,
+        classifier: Classifier,
+    ) -> Result<Emulation> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let t0 = Instant::now();
+        let setup = forward::Setup {
+            schedule: s.schedule.clone(),
+            seed: s.seed,
+            classifier,
+            flows: s.flows.len(),
+            duration: s.duration,
+            t0,
+        };
+        let st = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("emulator".into())
+            .spawn(move || forward::run(client, server, setup, &st))?;
+        Ok(Emulation { t0, stop, thread })
+    }
+
+    /// Stop forwarding; what was measured.
+    pub fn finish(self) -> Result<forward::Measured> {
+        self.stop.store(true, Ordering::Relaxed);
+        Ok(self
+            .thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the emulator thread panicked"))??)
+    }
+}
+
 /// Run one scenario (its flows' protocols as given) on a fresh bed.
 pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
     let work = tempfile::tempdir()?;
@@ -320,26 +363,12 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
     }
     // Receivers bind before the clock starts.
     std::thread::sleep(Duration::from_millis(500));
-    let stop = Arc::new(AtomicBool::new(false));
-    let t0 = Instant::now();
-    let setup = forward::Setup {
-        schedule: s.schedule.clone(),
-        seed: s.seed,
-        classifier,
-        flows: s.flows.len(),
-        duration: s.duration,
-        t0,
-    };
-    let fwd = {
-        let stop = Arc::clone(&stop);
-        std::thread::Builder::new()
-            .name("emulator".into())
-            .spawn(move || forward::run(client, server, setup, &stop))?
-    };
+    let emu = Emulation::start(client, server, s, classifier)?;
+    let t0 = emu.t0;
     let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
         let b = ProgressBar::new(s.duration.as_millis() as u64);
         b.set_style(
-            ProgressStyle::with_template("{msg} [{bar:40}] {elapsed} of {len_s}")
+            ProgressStyle::with_template("{msg} [{bar:40}] {percent:>3}% of the run, {elapsed} elapsed")
                 .expect("valid template")
                 .progress_chars("=> "),
         );
@@ -391,10 +420,7 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
             flows::stop(r, Duration::from_secs(2));
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let measured = fwd
-        .join()
-        .map_err(|_| anyhow::anyhow!("the emulator thread panicked"))??;
+    let measured = emu.finish()?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }

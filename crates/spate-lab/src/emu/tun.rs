@@ -60,6 +60,17 @@ impl Tun {
         })
     }
 
+    /// A second handle on the same device (a duplicated descriptor), for a writer thread.
+    pub fn try_clone(&self) -> Result<Tun> {
+        Ok(Tun {
+            file: self
+                .file
+                .try_clone()
+                .context("cannot duplicate the TUN descriptor")?,
+            name: self.name.clone(),
+        })
+    }
+
     /// The interface name.
     pub fn name(&self) -> &str {
         &self.name
