@@ -24,6 +24,10 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     Grid(grid_cmd::GridArgs),
     Emu(emu::EmuArgs),
+    Calibrate(emu::calibrate::CalibrateArgs),
+    /// One end of a calibration probe (started by calibrate itself).
+    #[command(hide = true)]
+    CalibEnd(emu::calibrate::CalibEndArgs),
     /// Measure Spate's speed against raw UDP and TCP on this machine (loopback; a veth pair
     /// between network namespaces when root).
     BenchIo(bench::BenchArgs),
@@ -43,6 +47,8 @@ fn main() {
         Command::Sim(a) => sim_cmd::run(a),
         Command::Grid(a) => grid_cmd::run(a),
         Command::Emu(a) => emu::run(a),
+        Command::Calibrate(a) => emu::calibrate::run(a),
+        Command::CalibEnd(a) => emu::calibrate::run_end(a),
         Command::BenchIo(a) => bench::run(a),
         Command::BenchEnd(a) => bench::run_end(a),
         Command::TestVectors(a) => vectors_cmd::run(a),

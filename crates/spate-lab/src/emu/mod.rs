@@ -8,6 +8,7 @@
 //! another — the research's "pipes" with each tool in turn.
 
 pub mod bed;
+pub mod calibrate;
 pub mod flows;
 pub mod forward;
 pub mod report;
@@ -368,9 +369,11 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
     let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
         let b = ProgressBar::new(s.duration.as_millis() as u64);
         b.set_style(
-            ProgressStyle::with_template("{msg} [{bar:40}] {percent:>3}% of the run, {elapsed} elapsed")
-                .expect("valid template")
-                .progress_chars("=> "),
+            ProgressStyle::with_template(
+                "{msg} [{bar:40}] {percent:>3}% of the run, {elapsed} elapsed",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
         );
         b.set_message(format!("{} ({label})", s.name));
         b

@@ -1,0 +1,478 @@
+//! `spate-lab calibrate`: does the emulator do what its configuration says?
+//!
+//! Each check builds a fresh bed with a one-phase path and sends paced UDP probes through it
+//! from the client namespace to the server namespace (`spate-lab calib-end`, below). Every probe
+//! carries its sequence number and the `CLOCK_MONOTONIC` time it was sent; both namespaces share
+//! that clock, so the receiver measures one-way delay directly.
+//!
+//! * **capacity**: probes offered at 110 % of the rate; the receiver's IP-level rate over the
+//!   steady part (from 0.5 s after the first probe to the last) against the configured rate;
+//! * **delay**: probes at 20 % (or 50 %) of the rate; median one-way delay against RTT/2 plus
+//!   one packet's serialisation: what the emulator adds beyond the model (scheduling, copies);
+//! * **loss**: probes at 50–80 % of a fast path (170 000 probes in 4 s at 1 Gbit/s, so the
+//!   binomial standard deviation at 2 % loss is 0.034 points, a third of the tolerance);
+//!   1 − received/sent against the configured loss, and apart from it the probes lost outside
+//!   the model (sent, not dropped by the model, never received: kernel queues, buffers).
+//!
+//! Each check uses its own seed, so their loss draws are independent.
+//!
+//! Pass marks are the lab's claims (`docs/lab.md`): capacity within 2 %, added delay within
+//! 1 ms, loss within 0.1 percentage points.
+
+use std::io::IsTerminal;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+use serde_json::json;
+use spate_sim::report::round;
+use spate_sim::Scenario;
+
+use super::bed::{Bed, SERVER};
+use super::forward::{Classifier, UDP};
+use super::Emulation;
+
+/// UDP port of the probes.
+const PORT: u16 = 9999;
+/// Probe size: UDP payload of a 1500-byte IP packet.
+const PROBE: usize = 1472;
+
+/// Measure the emulator's capacity, added delay and loss against its configuration.
+///
+/// Needs root. Runs about a dozen 4-second checks up to the highest rate the lab claims
+/// (1 Gbit/s with 100 ms RTT) and prints a table; exit status 2 if any check is outside its
+/// tolerance (capacity 2 %, added delay 1 ms, loss 0.1 percentage points).
+#[derive(Args)]
+pub struct CalibrateArgs {
+    /// Seconds of probing per check.
+    #[arg(long, default_value_t = 4.0)]
+    seconds: f64,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Also write the table as Markdown to this file.
+    #[arg(long, value_name = "FILE.md")]
+    markdown: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Kind {
+    Capacity,
+    Delay,
+    Loss,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Capacity => "capacity",
+            Kind::Delay => "added delay",
+            Kind::Loss => "loss",
+        }
+    }
+}
+
+/// One check: the path, the load, what is measured.
+#[derive(Clone, Copy)]
+struct Check {
+    kind: Kind,
+    rate_mbps: f64,
+    rtt_ms: f64,
+    loss: f64,
+    load: f64,
+}
+
+#[derive(Serialize)]
+struct Outcome {
+    kind: Kind,
+    rate_mbps: f64,
+    rtt_ms: f64,
+    loss: f64,
+    load: f64,
+    configured: f64,
+    measured: f64,
+    error: f64,
+    tolerance: f64,
+    unit: &'static str,
+    pass: bool,
+    probes_sent: u64,
+    /// Probes the model did not drop that never arrived.
+    lost_outside_model: i64,
+    emulator_late_us_mean: f64,
+}
+
+#[rustfmt::skip]
+const CHECKS: [Check; 12] = [
+    Check {
+        kind: Kind::Capacity,
+        rate_mbps: 10.0,
+        rtt_ms: 100.0,
+        loss: 0.0,
+        load: 1.1,
+    },
+    Check {
+        kind: Kind::Capacity,
+        rate_mbps: 100.0,
+        rtt_ms: 100.0,
+        loss: 0.0,
+        load: 1.1,
+    },
+    Check {
+        kind: Kind::Capacity,
+        rate_mbps: 500.0,
+        rtt_ms: 100.0,
+        loss: 0.0,
+        load: 1.1,
+    },
+    Check {
+        kind: Kind::Capacity,
+        rate_mbps: 1000.0,
+        rtt_ms: 100.0,
+        loss: 0.0,
+        load: 1.1,
+    },
+    Check {
+        kind: Kind::Delay,
+        rate_mbps: 100.0,
+        rtt_ms: 10.0,
+        loss: 0.0,
+        load: 0.2,
+    },
+    Check {
+        kind: Kind::Delay,
+        rate_mbps: 100.0,
+        rtt_ms: 100.0,
+        loss: 0.0,
+        load: 0.2,
+    },
+    Check {
+        kind: Kind::Delay,
+        rate_mbps: 100.0,
+        rtt_ms: 400.0,
+        loss: 0.0,
+        load: 0.2,
+    },
+    Check {
+        kind: Kind::Delay,
+        rate_mbps: 1000.0,
+        rtt_ms: 100.0,
+        loss: 0.0,
+        load: 0.5,
+    },
+    Check {
+        kind: Kind::Loss,
+        rate_mbps: 1000.0,
+        rtt_ms: 100.0,
+        loss: 0.001,
+        load: 0.5,
+    },
+    Check {
+        kind: Kind::Loss,
+        rate_mbps: 1000.0,
+        rtt_ms: 100.0,
+        loss: 0.01,
+        load: 0.5,
+    },
+    Check {
+        kind: Kind::Loss,
+        rate_mbps: 1000.0,
+        rtt_ms: 100.0,
+        loss: 0.02,
+        load: 0.5,
+    },
+    Check {
+        kind: Kind::Loss,
+        rate_mbps: 250.0,
+        rtt_ms: 200.0,
+        loss: 0.01,
+        load: 0.8,
+    },
+];
+
+pub fn run(a: CalibrateArgs) -> Result<()> {
+    if !(a.seconds.is_finite() && (1.0..=600.0).contains(&a.seconds)) {
+        bail!("--seconds must be between 1 and 600");
+    }
+    let lab = std::env::current_exe().context("cannot find the spate-lab executable")?;
+    let mut out = Vec::new();
+    for (i, c) in CHECKS.iter().enumerate() {
+        if !a.json && std::io::stderr().is_terminal() {
+            eprint!(
+                "\rcalibrating: check {} of {} ({} at {} Mbit/s, {} ms)   ",
+                i + 1,
+                CHECKS.len(),
+                c.kind.name(),
+                c.rate_mbps,
+                c.rtt_ms
+            );
+        }
+        out.push(check(&lab, c, a.seconds, i as u64 + 1)?);
+    }
+    if !a.json && std::io::stderr().is_terminal() {
+        eprint!("\r{:70}\r", "");
+    }
+    let table = markdown(&out);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{table}");
+    }
+    if let Some(p) = &a.markdown {
+        std::fs::write(p, &table).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    if out.iter().any(|o| !o.pass) {
+        std::process::exit(2);
+    }
+    Ok(())
+}
+
+fn markdown(out: &[Outcome]) -> String {
+    let mut s = String::from(
+        "| check | path | probes at | configured | measured | error | tolerance | | probes | lost outside the model |\n|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for o in out {
+        let kind = o.kind.name();
+        s += &format!(
+            "| {kind} | {} Mbit/s, {} ms, {} % loss | {:.0} % | {} {u} | {} {u} | {:+} {u} | ±{} {u} | {} | {} | {} |\n",
+            o.rate_mbps,
+            o.rtt_ms,
+            o.loss * 100.0,
+            o.load * 100.0,
+            o.configured,
+            o.measured,
+            o.error,
+            o.tolerance,
+            if o.pass { "ok" } else { "**outside**" },
+            o.probes_sent,
+            o.lost_outside_model,
+            u = o.unit,
+        );
+    }
+    s
+}
+
+fn check(lab: &std::path::Path, c: &Check, seconds: f64, seed: u64) -> Result<Outcome> {
+    let text = format!(
+        "name = \"calibrate\"\nseed = {seed}\nduration_s = {}\n[[path.phase]]\nat_s = 0.0\nrate_mbps = {}\nrtt_ms = {}\nloss = {}\n[[flow]]\n",
+        seconds + 10.0,
+        c.rate_mbps,
+        c.rtt_ms,
+        c.loss
+    );
+    let s = Scenario::parse(&text).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (bed, client, server) = Bed::create()?;
+    let mut cl = Classifier::new();
+    cl.add(UDP, PORT, PORT, 0, 0);
+    let mut recv = Bed::command(&bed.server, &lab.to_string_lossy())
+        .args(["calib-end", "recv", "--listen", &format!("{SERVER}:{PORT}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("cannot start the probe receiver")?;
+    std::thread::sleep(Duration::from_millis(300));
+    let emu = Emulation::start(client, server, &s, cl)?;
+    let rate_bps = (c.rate_mbps * 1e6 * c.load).round() as u64;
+    let send = Bed::command(&bed.client, &lab.to_string_lossy())
+        .args([
+            "calib-end",
+            "send",
+            "--to",
+            &format!("{SERVER}:{PORT}"),
+            "--rate",
+            &rate_bps.to_string(),
+            "--seconds",
+            &seconds.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run the probe sender")?;
+    let deadline = Instant::now() + Duration::from_secs_f64(c.rtt_ms / 1e3 + 5.0);
+    while recv.try_wait()?.is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = recv.kill();
+    let r = recv.wait_with_output()?;
+    let measured = emu.finish()?;
+    drop(bed);
+    let sent: serde_json::Value = serde_json::from_slice(&send.stdout)
+        .with_context(|| format!("probe sender: {}", String::from_utf8_lossy(&send.stderr)))?;
+    let got: serde_json::Value =
+        serde_json::from_slice(&r.stdout).context("probe receiver gave no result")?;
+    let f = |v: &serde_json::Value, k: &str| {
+        v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0)
+    };
+    let probes = f(&sent, "sent") as u64;
+    let (configured, measured_v, tolerance, unit) = match c.kind {
+        Kind::Capacity => {
+            let got_mbps = f(&got, "steady_ip_bps") / 1e6;
+            (
+                c.rate_mbps,
+                round(got_mbps, 2),
+                c.rate_mbps * 0.02,
+                "Mbit/s",
+            )
+        }
+        Kind::Delay => {
+            let tx_ms = (PROBE + 28) as f64 * 8.0 / (c.rate_mbps * 1e6) * 1e3;
+            let expect = c.rtt_ms / 2.0 + tx_ms;
+            let owd = f(&got, "owd_p50_ms");
+            (0.0, round(owd - expect, 3), 1.0, "ms")
+        }
+        Kind::Loss => {
+            let rx = f(&got, "received");
+            let lost = if probes > 0 {
+                1.0 - rx / probes as f64
+            } else {
+                1.0
+            };
+            (round(c.loss * 100.0, 3), round(lost * 100.0, 3), 0.1, "%")
+        }
+    };
+    let error = round(measured_v - configured, 3);
+    let model_dropped = measured.links[0].random_drops + measured.links[0].queue_drops;
+    let lost_outside_model = probes as i64 - f(&got, "received") as i64 - model_dropped as i64;
+    Ok(Outcome {
+        kind: c.kind,
+        rate_mbps: c.rate_mbps,
+        rtt_ms: c.rtt_ms,
+        loss: c.loss,
+        load: c.load,
+        configured,
+        measured: measured_v,
+        error,
+        tolerance: round(tolerance, 3),
+        unit,
+        pass: error.abs() <= tolerance && probes > 0,
+        probes_sent: probes,
+        lost_outside_model,
+        emulator_late_us_mean: round(measured.lateness_us.0, 1),
+    })
+}
+
+/// The probe ends (run inside the namespaces by `calibrate`).
+#[derive(Args)]
+pub struct CalibEndArgs {
+    #[command(subcommand)]
+    end: CalibEnd,
+}
+
+#[derive(clap::Subcommand)]
+enum CalibEnd {
+    /// Send paced probes.
+    Send {
+        #[arg(long)]
+        to: SocketAddr,
+        /// IP-level rate, bits/s.
+        #[arg(long)]
+        rate: u64,
+        #[arg(long)]
+        seconds: f64,
+    },
+    /// Receive probes until 1 s after the last.
+    Recv {
+        #[arg(long)]
+        listen: SocketAddr,
+    },
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: shared by all network namespaces of the machine.
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+pub fn run_end(a: CalibEndArgs) -> Result<()> {
+    match a.end {
+        CalibEnd::Send { to, rate, seconds } => {
+            // SAFETY: prctl(PR_SET_TIMERSLACK) affects only this thread.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+            let sock = UdpSocket::bind("0.0.0.0:0")?;
+            let mut buf = [0u8; PROBE];
+            let per_packet = ((PROBE + 28) * 8) as f64;
+            let start = Instant::now();
+            let mut sent = 0u64;
+            let mut refused = 0u64;
+            while start.elapsed().as_secs_f64() < seconds {
+                let due = (start.elapsed().as_secs_f64() * rate as f64 / per_packet) as u64;
+                while sent < due {
+                    buf[..8].copy_from_slice(&sent.to_be_bytes());
+                    buf[8..16].copy_from_slice(&mono_ns().to_be_bytes());
+                    if sock.send_to(&buf, to).is_err() {
+                        refused += 1;
+                    }
+                    sent += 1;
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            println!("{}", json!({ "sent": sent, "send_errors": refused }));
+        }
+        CalibEnd::Recv { listen } => {
+            let sock = UdpSocket::bind(listen)?;
+            // A deep receive buffer, so the probe receiver itself does not drop at 1 Gbit/s.
+            let size: libc::c_int = 32 << 20;
+            // SAFETY: setsockopt reads one int from a valid pointer; the fd is open.
+            unsafe {
+                libc::setsockopt(
+                    std::os::fd::AsRawFd::as_raw_fd(&sock),
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVBUFFORCE,
+                    (&size as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            sock.set_read_timeout(Some(Duration::from_millis(200)))?;
+            let mut buf = [0u8; 2048];
+            let (mut n, mut first, mut last) = (0u64, None::<u64>, 0u64);
+            let (mut steady_bytes, mut steady_from) = (0u64, None::<u64>);
+            let mut owd: Vec<u64> = Vec::new();
+            let started = Instant::now();
+            loop {
+                match sock.recv_from(&mut buf) {
+                    Ok((len, _)) if len >= 16 => {
+                        let now = mono_ns();
+                        let sent_at = u64::from_be_bytes(buf[8..16].try_into().unwrap_or([0; 8]));
+                        owd.push(now.saturating_sub(sent_at));
+                        n += 1;
+                        let f = *first.get_or_insert(now);
+                        last = now;
+                        if now >= f + 500_000_000 {
+                            steady_from.get_or_insert(now);
+                            steady_bytes += (len + 28) as u64;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => {
+                        let quiet = first.is_some() && mono_ns() > last + 1_000_000_000;
+                        if quiet || started.elapsed() > Duration::from_secs(700) {
+                            break;
+                        }
+                    }
+                }
+            }
+            owd.sort_unstable();
+            let p50 = owd.get(owd.len() / 2).copied().unwrap_or(0) as f64 / 1e6;
+            let min = owd.first().copied().unwrap_or(0) as f64 / 1e6;
+            let steady_s = steady_from.map_or(0.0, |s| (last.saturating_sub(s)) as f64 / 1e9);
+            println!(
+                "{}",
+                json!({
+                    "received": n,
+                    "owd_p50_ms": p50,
+                    "owd_min_ms": min,
+                    "steady_ip_bps": if steady_s > 0.0 { steady_bytes as f64 * 8.0 / steady_s } else { 0.0 },
+                })
+            );
+        }
+    }
+    Ok(())
+}
