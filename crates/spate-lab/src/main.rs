@@ -25,6 +25,8 @@ enum Command {
     Grid(grid_cmd::GridArgs),
     Emu(emu::EmuArgs),
     Calibrate(emu::calibrate::CalibrateArgs),
+    Compare(emu::compare::CompareArgs),
+    Report(emu::compare::ReportArgs),
     /// One end of a calibration probe (started by calibrate itself).
     #[command(hide = true)]
     CalibEnd(emu::calibrate::CalibEndArgs),
@@ -48,6 +50,8 @@ fn main() {
         Command::Grid(a) => grid_cmd::run(a),
         Command::Emu(a) => emu::run(a),
         Command::Calibrate(a) => emu::calibrate::run(a),
+        Command::Compare(a) => emu::compare::compare(a),
+        Command::Report(a) => emu::compare::report(a),
         Command::CalibEnd(a) => emu::calibrate::run_end(a),
         Command::BenchIo(a) => bench::run(a),
         Command::BenchEnd(a) => bench::run_end(a),

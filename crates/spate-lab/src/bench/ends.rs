@@ -89,6 +89,10 @@ enum End {
         /// Lower limit of the adaptive rate, bits/s.
         #[arg(long, default_value_t = 0)]
         min_rate: u64,
+        /// Print `{"delivered": BYTES}` once a second (the emulator stops the sender at the end
+        /// of a run and keeps its last count).
+        #[arg(long)]
+        progress: bool,
     },
 }
 
@@ -112,6 +116,7 @@ pub fn run(a: EndArgs) -> Result<()> {
             policy,
             max_rate,
             min_rate,
+            progress,
         } => {
             let rate = match fixed {
                 Some(bps) => RateConfig::fixed(bps),
@@ -126,7 +131,7 @@ pub fn run(a: EndArgs) -> Result<()> {
                     }
                 }
             };
-            spate_send(to, &keys, &cipher, mem, file, rate)?
+            spate_send(to, &keys, &cipher, mem, file, rate, progress)?
         }
     };
     println!(
@@ -279,7 +284,15 @@ fn spate_send(
     mem: Option<u64>,
     file: Option<PathBuf>,
     rate: RateConfig,
+    progress: bool,
 ) -> Result<Moved> {
+    let mut last = Instant::now();
+    let mut report = |s: &spate_proto::Sender| {
+        if progress && last.elapsed() >= Duration::from_secs(1) {
+            last = Instant::now();
+            println!("{}", json!({ "delivered": s.stats().delivered_bytes }));
+        }
+    };
     let cipher = match cipher {
         "aes-256-gcm" => Cipher::Aes256Gcm,
         "chacha20-poly1305" => Cipher::ChaCha20Poly1305,
@@ -307,13 +320,13 @@ fn spate_send(
                 entries: vec![Entry::file("bench.bin", bytes)],
             };
             let block = spate::noise::bytes(2, 1 << 20);
-            send_with(&manifest, &mut Memory { block }, &cfg, |_| {})?
+            send_with(&manifest, &mut Memory { block }, &cfg, &mut report)?
         }
         (None, Some(path)) => {
             let dest = spate::scan::normalize_dest(".")?;
             let mut plan = spate::scan::plan(&[path], &dest, false)?;
             plan.compute_digests(|_| {})?;
-            send(&plan, &cfg, |_| {})?
+            send(&plan, &cfg, &mut report)?
         }
         _ => bail!("give exactly one of --mem and --file"),
     };

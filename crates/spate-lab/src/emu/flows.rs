@@ -225,6 +225,7 @@ pub fn start_sender(bed: &Bed, i: usize, f: &FlowSpec, t: &Tools, secs: f64) -> 
                 t.keys.to_string_lossy().into_owned(),
                 s("--mem"),
                 bytes.to_string(),
+                s("--progress"),
             ];
             if f.rate.policy == Policy::Fixed {
                 a.extend([s("--fixed"), f.rate.rate_bps.to_string()]);

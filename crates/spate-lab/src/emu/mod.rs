@@ -9,6 +9,7 @@
 
 pub mod bed;
 pub mod calibrate;
+pub mod compare;
 pub mod flows;
 pub mod forward;
 pub mod report;
@@ -330,6 +331,14 @@ impl Emulation {
 pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
     let work = tempfile::tempdir()?;
     let tools = tools(work.path())?;
+    // SPATE_LAB_KEEP=1 keeps each run's program logs (their stdout and stderr) for debugging.
+    let _work = if std::env::var_os("SPATE_LAB_KEEP").is_some() {
+        let kept = work.keep();
+        eprintln!("spate-lab: the programs' logs stay in {}", kept.display());
+        None
+    } else {
+        Some(work)
+    };
     for f in &s.flows {
         flows::check(f.protocol, &tools)?;
     }
@@ -551,14 +560,21 @@ fn failure(p: &Proc) -> String {
     format!("{} exited with an error: {}", p.what, tail.join(" / "))
 }
 
-/// What the sender reported moving: Spate's bench end prints `bytes`; iperf3's JSON has the
-/// receiver's byte count.
+/// What the sender reported moving: Spate's bench end prints `bytes` when done and
+/// `delivered` (acknowledged by the receiver) every second; iperf3's JSON has the receiver's
+/// byte count; UDT's helper prints `bytes`.
 fn app_bytes(p: &Proc) -> Option<u64> {
     let text = std::fs::read_to_string(&p.out).ok()?;
-    let v: serde_json::Value = serde_json::from_str(text.lines().last()?)
-        .ok()
-        .or_else(|| serde_json::from_str(&text).ok())?;
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+        if let Some(b) = v
+            .pointer("/end/sum_received/bytes")
+            .and_then(|b| b.as_u64())
+        {
+            return Some(b);
+        }
+    }
+    let v: serde_json::Value = serde_json::from_str(text.lines().last()?).ok()?;
     v.get("bytes")
+        .or_else(|| v.get("delivered"))
         .and_then(serde_json::Value::as_u64)
-        .or_else(|| v.pointer("/end/sum_received/bytes")?.as_u64())
 }
