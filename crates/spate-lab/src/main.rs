@@ -5,6 +5,7 @@ mod bench;
 mod emu;
 mod grid_cmd;
 mod plot;
+mod scenario;
 mod sim_cmd;
 mod vectors_cmd;
 

@@ -4,10 +4,9 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use spate_sim::Scenario;
 
 /// Run a scenario in the deterministic simulator and report.
 ///
@@ -39,21 +38,17 @@ pub struct SimArgs {
     /// Override the scenario's seed.
     #[arg(long)]
     seed: Option<u64>,
+    /// Multiply every rate (path phases, flow rates) and byte count by this; delays, loss and
+    /// queue times stay (as `spate-lab emu --scale`).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
     /// Do not show progress on stderr.
     #[arg(long, short)]
     quiet: bool,
 }
 
 pub fn run(a: SimArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&a.scenario)
-        .with_context(|| format!("cannot read scenario file {}", a.scenario.display()))?;
-    let mut scenario = match Scenario::parse(&text) {
-        Ok(s) => s,
-        Err(e) => bail!("{}: {e}", a.scenario.display()),
-    };
-    if let Some(seed) = a.seed {
-        scenario.seed = seed;
-    }
+    let scenario = crate::scenario::load(&a.scenario, a.scale, a.seed)?;
     if let Some(p) = &a.plot {
         crate::plot::check_extension(p)?;
     }

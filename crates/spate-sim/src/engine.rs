@@ -14,7 +14,7 @@ use spate_proto::{Instant, Receiver, ReceiverConfig};
 
 use crate::flow::Flow;
 use crate::metrics::Recorder;
-use crate::report::{round, FlowReport, Report, TimeSeries};
+use crate::report::{jain, round, FlowReport, Report, TimeSeries};
 use crate::scenario::Scenario;
 
 /// A run's outputs.
@@ -316,26 +316,12 @@ impl Engine<'_> {
         if to <= from {
             return (None, None);
         }
-        let (b0, b1) = (self.rec.bin_of(from), self.rec.bin_of(to));
-        let secs = (to - from).as_secs_f64();
-        let x: Vec<f64> = (0..self.flows.len())
-            .map(|i| {
-                self.rec.delivered[i][b0..b1.min(self.rec.delivered[i].len())]
-                    .iter()
-                    .sum::<u64>() as f64
-                    * 8.0
-                    / secs
-            })
-            .collect();
+        let x = self.rec.goodputs_between(from, to);
         for (f, &g) in flows.iter_mut().zip(&x) {
             f.window_goodput_mbps = Some(round(g / 1e6, 3));
         }
         let window = Some([round(from.as_secs_f64(), 6), round(to.as_secs_f64(), 6)]);
-        let (sum, sq): (f64, f64) = x.iter().fold((0.0, 0.0), |(s, q), &v| (s + v, q + v * v));
-        if x.len() < 2 || sq == 0.0 {
-            return (None, window);
-        }
-        (Some(round(sum * sum / (x.len() as f64 * sq), 4)), window)
+        (jain(&x), window)
     }
 }
 

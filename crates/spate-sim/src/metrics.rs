@@ -122,6 +122,21 @@ impl Recorder {
         None
     }
 
+    /// Each flow's goodput (bits/s) between `from` and `to`; zeros for an empty window.
+    pub fn goodputs_between(&self, from: Duration, to: Duration) -> Vec<f64> {
+        let (b0, b1) = (self.bin_of(from), self.bin_of(to));
+        let secs = to.saturating_sub(from).as_secs_f64();
+        self.delivered
+            .iter()
+            .map(|d| {
+                if secs <= 0.0 {
+                    return 0.0;
+                }
+                d[b0.min(d.len())..b1.min(d.len())].iter().sum::<u64>() as f64 * 8.0 / secs
+            })
+            .collect()
+    }
+
     /// Fine bin index of a time.
     pub fn bin_of(&self, d: Duration) -> usize {
         (d.as_nanos() / self.fine.as_nanos()) as usize
@@ -183,6 +198,11 @@ impl Recorder {
                         p50: q(0.5),
                         p95: q(0.95),
                         p99: q(0.99),
+                        mean: Some(if h.is_empty() {
+                            0.0
+                        } else {
+                            round(h.mean() / 1e3, 3)
+                        }),
                     },
                     queue_drops: d[0],
                     random_drops: d[1],

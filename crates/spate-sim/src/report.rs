@@ -75,6 +75,9 @@ pub struct Percentiles {
     pub p95: f64,
     /// 99th percentile.
     pub p99: f64,
+    /// Mean (absent in reports written before it existed).
+    #[serde(default)]
+    pub mean: Option<f64>,
 }
 
 /// One path phase's results.
@@ -138,6 +141,16 @@ pub struct SeriesRow {
 pub fn round(v: f64, digits: i32) -> f64 {
     let m = 10f64.powi(digits);
     (v * m).round() / m
+}
+
+/// Jain's fairness index (Σx)² / (n·Σx²) of the goodputs `x`, rounded to 4 digits; `None` for
+/// fewer than two flows or when nothing was delivered.
+pub fn jain(x: &[f64]) -> Option<f64> {
+    let (sum, sq): (f64, f64) = x.iter().fold((0.0, 0.0), |(s, q), &v| (s + v, q + v * v));
+    if x.len() < 2 || sq == 0.0 {
+        return None;
+    }
+    Some(round(sum * sum / (x.len() as f64 * sq), 4))
 }
 
 impl TimeSeries {

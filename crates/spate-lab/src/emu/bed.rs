@@ -71,6 +71,7 @@ impl Bed {
             etc: Vec::new(),
         };
         allow_cubic()?;
+        sweep_stale();
         ip(&["netns", "add", &bed.client])?;
         ip(&["netns", "add", &bed.server])?;
         let c = Tun::create(&format!("sec{id}"))?;
@@ -139,6 +140,27 @@ impl Bed {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", ns, program]);
         c
+    }
+}
+
+/// Remove what an earlier run that was killed (SIGKILL, a crash) left behind: namespaces and
+/// `/etc/netns` directories named after a process that no longer exists.
+fn sweep_stale() {
+    let Ok(dir) = std::fs::read_dir("/var/run/netns") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix("spate-emu-c-")
+            .or_else(|| name.strip_prefix("spate-emu-s-"))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = ip(&["netns", "del", &name]);
+                let _ = std::fs::remove_dir_all(PathBuf::from("/etc/netns").join(&name));
+            }
+        }
     }
 }
 

@@ -200,7 +200,11 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     }
     let lab = std::env::current_exe().context("cannot find the spate-lab executable")?;
     let mut out = Vec::new();
+    super::catch_interrupts();
     for (i, c) in CHECKS.iter().enumerate() {
+        if super::interrupted() {
+            bail!("interrupted; the namespaces are cleaned up");
+        }
         if !a.json && std::io::stderr().is_terminal() {
             eprint!(
                 "\rcalibrating: check {} of {} ({} at {} Mbit/s, {} ms)   ",

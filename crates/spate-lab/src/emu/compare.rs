@@ -39,7 +39,8 @@ pub struct CompareArgs {
 }
 
 pub fn compare(a: CompareArgs) -> Result<()> {
-    let mut s = super::load(&a.scenario, a.scale, None)?;
+    super::catch_interrupts();
+    let mut s = crate::scenario::load(&a.scenario, a.scale, None)?;
     for f in &mut s.flows {
         f.protocol = Protocol::Spate;
     }

@@ -47,6 +47,9 @@ pub struct EmuFlow {
     pub goodput_mbps: f64,
     /// Goodput in the fairness window.
     pub window_goodput_mbps: Option<f64>,
+    /// Goodput in each path phase.
+    #[serde(default)]
+    pub phase_goodput_mbps: Vec<f64>,
     /// Seconds from start to the sender's exit, when it finished before the run ended.
     pub completion_s: Option<f64>,
     /// IP bytes from receiver to sender (Spate's feedback, TCP's ACKs).
@@ -169,7 +172,10 @@ pub fn markdown(runs: &[EmuReport]) -> String {
         out += &format!("Path: {}.\n\n", describe.join("; "));
         out += "| tool | goodput Mbit/s |";
         for k in 0..phases {
-            out += &format!(" phase {} util | adapt s | queue p50/p95 ms |", k + 1);
+            out += &format!(
+                " phase {} util | adapt s | queue ms p50 / p95 / mean |",
+                k + 1
+            );
         }
         out += " CPU %/Gbit/s send/recv |\n|---|---|";
         for _ in 0..phases {
@@ -183,11 +189,12 @@ pub fn markdown(runs: &[EmuReport]) -> String {
                 match r.phases.get(k) {
                     Some(p) => {
                         out += &format!(
-                            " {:.3} | {} | {:.1} / {:.1} |",
+                            " {:.3} | {} | {:.1} / {:.1} / {} |",
                             p.utilization,
                             opt(p.time_to_adapt_s, 1),
                             p.queue_delay_ms.p50,
-                            p.queue_delay_ms.p95
+                            p.queue_delay_ms.p95,
+                            opt(p.queue_delay_ms.mean, 1)
                         )
                     }
                     None => out += " - | - | - |",
@@ -213,4 +220,87 @@ pub fn markdown(runs: &[EmuReport]) -> String {
         out += "\n";
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spate_sim::report::Percentiles;
+
+    fn run(label: &str, util: f64, mean: Option<f64>) -> EmuReport {
+        EmuReport {
+            scenario: "s".into(),
+            scale: 0.1,
+            seed: 1,
+            run_s: 10.0,
+            label: label.into(),
+            flows: vec![EmuFlow {
+                protocol: label.into(),
+                policy: "-".into(),
+                start_s: 0.0,
+                bytes_delivered: 1,
+                goodput_mbps: util * 100.0,
+                window_goodput_mbps: None,
+                phase_goodput_mbps: vec![],
+                completion_s: None,
+                feedback_bytes: 0,
+                feedback_kib_per_gib: 0.0,
+                cpu_s: [Some(1.0), None],
+                cpu_pct_per_gbps: [Some(12.5), None],
+                app_bytes: None,
+                error: None,
+            }],
+            phases: vec![PhaseReport {
+                at_s: 0.0,
+                until_s: 10.0,
+                capacity_mbps: 100.0,
+                goodput_mbps: util * 100.0,
+                utilization: util,
+                time_to_adapt_s: None,
+                utilization_after_adapt: None,
+                queue_delay_ms: Percentiles {
+                    p50: 1.0,
+                    p95: 2.0,
+                    p99: 3.0,
+                    mean,
+                },
+                queue_drops: 0,
+                random_drops: 0,
+                outage_drops: 0,
+            }],
+            fairness_jain: None,
+            fairness_window_s: None,
+            emulator: EmulatorStats {
+                cpu_s: 1.0,
+                lateness_mean_us: 10.0,
+                lateness_max_us: 100,
+                unclassified: 0,
+                forward: [0; 4],
+                reverse: [0; 4],
+            },
+        }
+    }
+
+    #[test]
+    fn one_row_per_run_with_phase_columns() {
+        let t = markdown(&[run("spate", 0.94, Some(6.25)), run("cubic", 0.09, None)]);
+        assert!(
+            t.starts_with("### s (rates × 0.1)\n\nPath: 0–10 s: 100 Mbit/s.\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| spate | 94.0 | 0.940 | - | 1.0 / 2.0 / 6.2 | 12.5/- |"),
+            "{t}"
+        );
+        assert!(
+            t.contains("| cubic | 9.0 | 0.090 | - | 1.0 / 2.0 / - | 12.5/- |"),
+            "{t}"
+        );
+        // A report written before a field existed still reads.
+        let json = serde_json::to_string(&run("udt", 0.3, None)).unwrap();
+        let old = json
+            .replace(",\"mean\":null", "")
+            .replace(",\"phase_goodput_mbps\":[]", "");
+        assert!(serde_json::from_str::<EmuReport>(&old).is_ok());
+    }
 }
