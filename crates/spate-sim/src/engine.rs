@@ -14,7 +14,7 @@ use spate_proto::{Instant, Receiver, ReceiverConfig};
 
 use crate::flow::Flow;
 use crate::metrics::Recorder;
-use crate::report::{jain, round, FlowReport, Report, TimeSeries};
+use crate::report::{jain, kib_per_gib, round, FlowReport, Report, TimeSeries};
 use crate::scenario::Scenario;
 
 /// A run's outputs.
@@ -367,14 +367,7 @@ fn flow_report(f: &Flow, end: Instant) -> FlowReport {
         lost_packets: tx.lost_packets,
         feedback_bytes: feedback,
         window_goodput_mbps: None,
-        feedback_kib_per_gib: if delivered > 0 {
-            round(
-                feedback as f64 / 1024.0 / (delivered as f64 / (1u64 << 30) as f64),
-                2,
-            )
-        } else {
-            0.0
-        },
+        feedback_kib_per_gib: round(kib_per_gib(feedback, delivered), 2),
         error: f.error.clone(),
     }
 }

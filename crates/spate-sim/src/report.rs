@@ -153,6 +153,62 @@ pub fn jain(x: &[f64]) -> Option<f64> {
     Some(round(sum * sum / (x.len() as f64 * sq), 4))
 }
 
+/// Feedback KiB per GiB delivered (0 when nothing was delivered).
+pub fn kib_per_gib(feedback_bytes: u64, delivered_bytes: u64) -> f64 {
+    if delivered_bytes == 0 {
+        return 0.0;
+    }
+    feedback_bytes as f64 / 1024.0 / (delivered_bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// "Jain's fairness index …" line of a text report (empty without an index).
+pub fn fairness_line(jain: Option<f64>, window: Option<[f64; 2]>) -> String {
+    match (jain, window) {
+        (Some(j), Some(w)) => format!("Jain's fairness index {j:.4} over {}-{} s\n", w[0], w[1]),
+        _ => String::new(),
+    }
+}
+
+/// A flow's extra lines in a text report: its goodput in the fairness window (when there are
+/// several flows) and its error.
+pub fn flow_notes(window_goodput_mbps: Option<f64>, several: bool, error: Option<&str>) -> String {
+    let mut s = String::new();
+    if let Some(w) = window_goodput_mbps.filter(|_| several) {
+        s += &format!("      goodput in fairness window: {w:.2} Mbit/s\n");
+    }
+    if let Some(e) = error {
+        s += &format!("      error: {e}\n");
+    }
+    s
+}
+
+/// The per-phase table of a text report (simulator and emulator alike).
+pub fn phase_table(phases: &[PhaseReport]) -> String {
+    let mut s = String::new();
+    s += "\nphase  from-to s        capacity  goodput   util   adapt s  util after  queue p50/p95/p99 ms   drops q/rand/out\n";
+    for (i, p) in phases.iter().enumerate() {
+        s += &format!(
+            "{:<6} {:<16} {:<9} {:<9.2} {:<6.3} {:<8} {:<11} {:<21} {}/{}/{}\n",
+            i,
+            format!("{}-{}", p.at_s, p.until_s),
+            p.capacity_mbps,
+            p.goodput_mbps,
+            p.utilization,
+            p.time_to_adapt_s.map_or("-".into(), |t| format!("{t}")),
+            p.utilization_after_adapt
+                .map_or("-".into(), |u| format!("{u:.3}")),
+            format!(
+                "{}/{}/{}",
+                p.queue_delay_ms.p50, p.queue_delay_ms.p95, p.queue_delay_ms.p99
+            ),
+            p.queue_drops,
+            p.random_drops,
+            p.outage_drops,
+        );
+    }
+    s
+}
+
 impl TimeSeries {
     /// CSV with a header row.
     pub fn to_csv(&self) -> String {
@@ -198,37 +254,14 @@ impl Report {
                 f.spurious_retransmissions,
                 f.feedback_kib_per_gib,
             );
-            if let Some(w) = f.window_goodput_mbps.filter(|_| self.flows.len() > 1) {
-                s += &format!("      goodput in fairness window: {w:.2} Mbit/s\n");
-            }
-            if let Some(e) = &f.error {
-                s += &format!("      error: {e}\n");
-            }
-        }
-        if let (Some(j), Some(w)) = (self.fairness_jain, self.fairness_window_s) {
-            s += &format!("Jain's fairness index {j:.4} over {}-{} s\n", w[0], w[1]);
-        }
-        s += "\nphase  from-to s        capacity  goodput   util   adapt s  util after  queue p50/p95/p99 ms   drops q/rand/out\n";
-        for (i, p) in self.phases.iter().enumerate() {
-            s += &format!(
-                "{:<6} {:<16} {:<9} {:<9.2} {:<6.3} {:<8} {:<11} {:<21} {}/{}/{}\n",
-                i,
-                format!("{}-{}", p.at_s, p.until_s),
-                p.capacity_mbps,
-                p.goodput_mbps,
-                p.utilization,
-                p.time_to_adapt_s.map_or("-".into(), |t| format!("{t}")),
-                p.utilization_after_adapt
-                    .map_or("-".into(), |u| format!("{u:.3}")),
-                format!(
-                    "{}/{}/{}",
-                    p.queue_delay_ms.p50, p.queue_delay_ms.p95, p.queue_delay_ms.p99
-                ),
-                p.queue_drops,
-                p.random_drops,
-                p.outage_drops,
+            s += &flow_notes(
+                f.window_goodput_mbps,
+                self.flows.len() > 1,
+                f.error.as_deref(),
             );
         }
+        s += &fairness_line(self.fairness_jain, self.fairness_window_s);
+        s += &phase_table(&self.phases);
         s
     }
 }

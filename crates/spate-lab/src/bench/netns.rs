@@ -19,14 +19,20 @@ pub struct VethPair {
 /// Address of namespace `b`'s end.
 pub const B_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 213, 0, 2));
 
-fn ip(args: &[&str]) -> Result<()> {
-    let out = Command::new("ip")
+/// Run `ip` with arguments; an error carries its stderr.
+pub fn ip(args: &[&str]) -> Result<()> {
+    run("ip", args)
+}
+
+/// Run a setup program to completion; an error names it and carries its stderr.
+pub fn run(program: &str, args: &[&str]) -> Result<()> {
+    let out = Command::new(program)
         .args(args)
         .output()
-        .context("cannot run ip(8) (package iproute2)")?;
+        .with_context(|| format!("cannot run {program} (scripts/lab-setup.sh installs it)"))?;
     if !out.status.success() {
         bail!(
-            "ip {}: {}",
+            "{program} {}: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         );

@@ -22,6 +22,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use super::tun::Tun;
+use crate::bench::netns::{ip, run};
 
 /// Client address (inside the client namespace).
 pub const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
@@ -35,26 +36,6 @@ pub struct Bed {
     /// Server namespace name.
     pub server: String,
     etc: Vec<PathBuf>,
-}
-
-/// Run `ip` with arguments; an error carries its stderr.
-pub fn ip(args: &[&str]) -> Result<()> {
-    run("ip", args)
-}
-
-fn run(program: &str, args: &[&str]) -> Result<()> {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .with_context(|| format!("cannot run {program} (scripts/lab-setup.sh installs it)"))?;
-    if !out.status.success() {
-        bail!(
-            "{program} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
 }
 
 impl Bed {

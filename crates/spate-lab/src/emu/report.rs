@@ -5,6 +5,7 @@
 //! every protocol has: goodput at the receiver's interface, feedback bytes, CPU time of each end.
 
 use serde::{Deserialize, Serialize};
+use spate_sim::report::{fairness_line, flow_notes, phase_table};
 use spate_sim::PhaseReport;
 
 /// One emulator run.
@@ -114,36 +115,14 @@ impl EmuReport {
                 opt(f.cpu_pct_per_gbps[0], 1),
                 opt(f.cpu_pct_per_gbps[1], 1),
             );
-            if let Some(w) = f.window_goodput_mbps.filter(|_| self.flows.len() > 1) {
-                s += &format!("      goodput in fairness window: {w:.2} Mbit/s\n");
-            }
-            if let Some(e) = &f.error {
-                s += &format!("      error: {e}\n");
-            }
-        }
-        if let (Some(j), Some(w)) = (self.fairness_jain, self.fairness_window_s) {
-            s += &format!("Jain's fairness index {j:.4} over {}-{} s\n", w[0], w[1]);
-        }
-        s += "\nphase  from-to s        capacity  goodput   util   adapt s  util after  queue p50/p95/p99 ms   drops q/rand/out\n";
-        for (i, p) in self.phases.iter().enumerate() {
-            s += &format!(
-                "{:<6} {:<16} {:<9} {:<9.2} {:<6.3} {:<8} {:<11} {:<21} {}/{}/{}\n",
-                i,
-                format!("{}-{}", p.at_s, p.until_s),
-                p.capacity_mbps,
-                p.goodput_mbps,
-                p.utilization,
-                opt(p.time_to_adapt_s, 1),
-                opt(p.utilization_after_adapt, 3),
-                format!(
-                    "{}/{}/{}",
-                    p.queue_delay_ms.p50, p.queue_delay_ms.p95, p.queue_delay_ms.p99
-                ),
-                p.queue_drops,
-                p.random_drops,
-                p.outage_drops
+            s += &flow_notes(
+                f.window_goodput_mbps,
+                self.flows.len() > 1,
+                f.error.as_deref(),
             );
         }
+        s += &fairness_line(self.fairness_jain, self.fairness_window_s);
+        s += &phase_table(&self.phases);
         s
     }
 }

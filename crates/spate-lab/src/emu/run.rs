@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use spate_sim::report::{jain, round};
+use spate_sim::report::{jain, kib_per_gib, round};
 use spate_sim::{Protocol, Scenario, TimeSeries};
 
 use super::bed::Bed;
@@ -281,14 +281,7 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
                 .filter(|_| f.bytes > 0 && exited[i].as_ref().is_some_and(|e| e.1.is_none()))
                 .map(|d| round(d, 3)),
             feedback_bytes: fb,
-            feedback_kib_per_gib: if delivered > 0 {
-                round(
-                    fb as f64 / 1024.0 / (delivered as f64 / (1u64 << 30) as f64),
-                    1,
-                )
-            } else {
-                0.0
-            },
+            feedback_kib_per_gib: round(kib_per_gib(fb, delivered), 1),
             cpu_s: [
                 cpu_send[i].map(|c| round(c, 2)),
                 cpu_recv[i].map(|c| round(c, 2)),
