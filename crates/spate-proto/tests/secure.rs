@@ -402,6 +402,30 @@ fn a_client_with_a_stale_server_key_learns_the_servers_key_at_once() {
 }
 
 #[test]
+fn one_damaged_identity_does_not_end_the_handshake() {
+    // The first HELLO is damaged, so the server answers IDENTITY; that IDENTITY is damaged
+    // too and offers a wrong key. The client asks again (§9.6) and the session completes.
+    let setup = Setup::new(&[1000]);
+    let r = run(&setup, &mut |_, i, d| {
+        let mut d = d.to_vec();
+        if i == 0 {
+            let last = d.len() - 1;
+            d[last] ^= 0x40;
+        }
+        vec![(Duration::ZERO, d)]
+    });
+    assert!(
+        r.sender_events.contains(&SenderEvent::Complete),
+        "{:?}",
+        r.sender_events
+    );
+    assert!(!r
+        .sender_events
+        .iter()
+        .any(|e| matches!(e, SenderEvent::Failed(_))));
+}
+
+#[test]
 fn a_refused_client_gets_an_authenticated_close_and_sends_no_data() {
     let mut setup = Setup::new(&[100_000]);
     setup.refuse = true;

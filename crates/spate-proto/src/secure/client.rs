@@ -64,6 +64,10 @@ pub struct SecureSender {
     /// Set once the handshake completed.
     prot: Option<Protection>,
     retries: u32,
+    /// When the session began (its first HELLO).
+    started: Instant,
+    /// A key other than ours that one IDENTITY offered, and when a second may confirm it.
+    offered: Option<([u8; KEY_LEN], Instant)>,
     stats: SecureStats,
     events: VecDeque<SenderEvent>,
     payload: Vec<u8>,
@@ -98,6 +102,8 @@ impl SecureSender {
             auth: params.auth,
             prot: None,
             retries: 0,
+            started: now,
+            offered: None,
             stats: SecureStats::default(),
             events: VecDeque::new(),
             payload: Vec::new(),
@@ -222,7 +228,7 @@ impl SecureSender {
         match ty {
             t if t == PacketType::Accept as u8 => self.on_accept(now, datagram),
             types::RETRY => self.on_retry(now, datagram),
-            types::IDENTITY => self.on_identity(datagram),
+            types::IDENTITY => self.on_identity(now, datagram),
             _ if self.prot.is_some() => self.open_sealed(now, datagram),
             t if t == PacketType::Close as u8 => {
                 // §9.6: before any key, a server can refuse only in the clear.
@@ -280,7 +286,12 @@ impl SecureSender {
         Ok(())
     }
 
-    fn on_identity(&mut self, datagram: &[u8]) -> Result<(), DropReason> {
+    /// §9.6: an IDENTITY with another key ends the handshake only when a second one, answering
+    /// a repeated HELLO, offers the same key — one damaged datagram can carry any key, and a
+    /// duplicate of it arrives with it. The answer to the repeat takes about as long as the
+    /// first answer took; a copy that comes less than half that time after the first is not
+    /// taken as an answer.
+    fn on_identity(&mut self, now: Instant, datagram: &[u8]) -> Result<(), DropReason> {
         if self.hs.is_none() || datagram.len() != HEADER_LEN + KEY_LEN {
             return Err(DropReason::Unexpected("IDENTITY"));
         }
@@ -291,8 +302,21 @@ impl SecureSender {
             // HELLO was damaged on the way. The repeat will do.
             return Err(DropReason::Unexpected("IDENTITY with the expected key"));
         }
-        // Unauthenticated, but this is what a changed server key looks like: say so now rather
-        // than time out. (A forger gains nothing it could not get by dropping our HELLOs.)
+        match self.offered {
+            Some((key, not_before)) if key == offered && now >= not_before => {}
+            Some((key, _)) if key == offered => {
+                return Err(DropReason::Unexpected("IDENTITY repeated too soon"));
+            }
+            _ => {
+                let waited = now.saturating_since(self.started);
+                self.offered = Some((offered, now + waited / 2));
+                self.inner.repeat_hello(now);
+                return Ok(());
+            }
+        }
+        // Unauthenticated, but twice the same: this is what a changed server key looks like, so
+        // say so now rather than time out. (A forger gains nothing it could not get by dropping
+        // our HELLOs.)
         self.inner
             .abort(SessionError::ServerKeyMismatch { offered });
         Ok(())
