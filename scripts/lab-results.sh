@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduce docs/results/lab/: calibration, the head-to-head paths, the research's handover
 # scenarios with every tool, and the simulator-vs-emulator comparison. Needs root and
-# scripts/lab-setup.sh; takes about an hour (every run is real time). OUT overrides the
+# scripts/lab-setup.sh; takes about 75 minutes (every run is real time). OUT overrides the
 # directory; TOOLS the tool list.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -15,10 +15,10 @@ for s in emu/pipe12 emu/lossy-250; do
     "$lab" emu "$here/scenarios/$s.toml" --protocols "$tools" --out "$out/runs" -q
 done
 # 10 Gbit/s phases run at a tenth of their rate; paths that peak at 1 Gbit/s at full rate.
-for s in fasp/scenario-1 fasp/scenario-2 rlnc/test-A1 rlnc/test-B1; do
+for s in fasp/scenario-1 fasp/scenario-2 rlnc/test-A1 rlnc/test-B1 rlnc/test-A2 rlnc/test-B2; do
     "$lab" emu "$here/scenarios/$s.toml" --scale 0.1 --protocols "$tools" --out "$out/runs" -q
 done
-for s in fasp/scenario-3 rlnc/test-C1; do
+for s in fasp/scenario-3 rlnc/test-C1 rlnc/test-C2; do
     "$lab" emu "$here/scenarios/$s.toml" --protocols "$tools" --out "$out/runs" -q
 done
 "$lab" report "$out/runs" > "$out/table.md"

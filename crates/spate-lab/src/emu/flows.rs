@@ -82,6 +82,17 @@ pub struct Proc {
     pub out: PathBuf,
 }
 
+impl Drop for Proc {
+    /// A program still running when its run ends early (an error while starting the others)
+    /// is killed, not left behind in a namespace that is about to be deleted.
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 fn spawn(ns: &str, program: &Path, args: &[String], what: String, t: &Tools) -> Result<Proc> {
     let out = t.dir.join(format!("{}.out", what.replace(' ', "-")));
     let err = t.dir.join(format!("{}.err", what.replace(' ', "-")));
