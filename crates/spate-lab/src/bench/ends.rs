@@ -144,10 +144,16 @@ pub fn run(a: EndArgs) -> Result<()> {
 
 /// User + system CPU seconds of this process so far.
 pub fn cpu_seconds() -> f64 {
+    rusage_seconds(libc::RUSAGE_SELF)
+}
+
+/// User + system CPU seconds from `getrusage(who)`: `RUSAGE_SELF` (the process) or
+/// `RUSAGE_THREAD` (the calling thread); 0 if the call fails.
+pub fn rusage_seconds(who: libc::c_int) -> f64 {
     // SAFETY: getrusage only writes the struct we pass.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer to a rusage.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+    if unsafe { libc::getrusage(who, &mut u) } != 0 {
         return 0.0;
     }
     let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;

@@ -398,8 +398,7 @@ fn mono_ns() -> u64 {
 pub fn run_end(a: CalibEndArgs) -> Result<()> {
     match a.end {
         CalibEnd::Send { to, rate, seconds } => {
-            // SAFETY: prctl(PR_SET_TIMERSLACK) affects only this thread.
-            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+            super::forward::precise_timers();
             let sock = UdpSocket::bind("0.0.0.0:0")?;
             let mut buf = [0u8; PROBE];
             let per_packet = ((PROBE + 28) * 8) as f64;

@@ -166,8 +166,7 @@ pub fn run(
         duration,
         t0,
     } = setup;
-    // SAFETY: prctl(PR_SET_TIMERSLACK) takes an integer and affects only this thread.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+    precise_timers();
     let n_phases = schedule.phases().len();
     let mut path: Path<Held> = Path::new(schedule, seed);
     let mut rec = Recorder::new(duration + Duration::from_secs(2), flows, n_phases);
@@ -302,8 +301,7 @@ impl Writer {
         let thread = std::thread::Builder::new()
             .name(format!("emu-write-{}", tun.name()))
             .spawn(move || {
-                // SAFETY: as in `run`.
-                unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+                precise_timers();
                 let mut late = Lateness::default();
                 let cpu0 = thread_cpu();
                 for batch in rx {
@@ -393,14 +391,13 @@ fn wait_readable(a: &Tun, b: &Tun, wait: Duration) -> std::io::Result<()> {
 
 /// CPU seconds of the calling thread.
 fn thread_cpu() -> f64 {
-    // SAFETY: getrusage only writes the struct we pass.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer.
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) } != 0 {
-        return 0.0;
-    }
-    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
-    t(u.ru_utime) + t(u.ru_stime)
+    crate::bench::ends::rusage_seconds(libc::RUSAGE_THREAD)
+}
+
+/// Let this thread's sleeps end on time: timer slack of 1 ns instead of the default 50 µs.
+pub fn precise_timers() {
+    // SAFETY: prctl(PR_SET_TIMERSLACK) takes an integer and affects only the calling thread.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
 }
 
 #[cfg(test)]
