@@ -53,7 +53,15 @@ fn register_fonts() {
 
 /// Write the run plot of a simulator run to `path` (.svg or .png).
 pub fn sim_plot(path: &Path, r: &Report, s: &TimeSeries) -> Result<()> {
-    let labels: Vec<String> = (0..r.flows.len()).map(|i| format!("flow {i}")).collect();
+    let labels: Vec<String> = r
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| match f.protocol.as_str() {
+            "spate" => format!("flow {i} (spate {})", f.policy),
+            p => format!("flow {i} ({p})"),
+        })
+        .collect();
     run_plot(
         path,
         &format!("{} (seed {})", r.scenario, r.seed),
@@ -99,14 +107,37 @@ pub fn run_plot(path: &Path, title: &str, s: &TimeSeries, labels: &[String]) -> 
                 .collect(),
         ),
     ];
+    let competitive = (0..flows)
+        .filter_map(|i| {
+            let spans = spans(s, |r| r.flow_competitive.get(i).is_some_and(|&c| c >= 0.5));
+            let name = labels
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| format!("flow {i}"));
+            (!spans.is_empty()).then(|| (format!("{name} competitive"), i, spans))
+        })
+        .collect();
     let figure = Figure {
         title: title.to_owned(),
         t_max: s.rows.last().map_or(1.0, |r| r.t_s + s.bin_s).max(s.bin_s),
         capacity: s.rows.iter().map(|r| (r.t_s, r.capacity_mbps)).collect(),
         goodput: lines,
         queue,
+        competitive,
     };
     figure.write(path)
+}
+
+/// The [start, end) time spans of the rows where `on` holds.
+fn spans(s: &TimeSeries, on: impl Fn(&spate_sim::report::SeriesRow) -> bool) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for r in s.rows.iter().filter(|r| on(r)) {
+        match out.last_mut() {
+            Some(last) if (last.1 - r.t_s).abs() < s.bin_s / 2.0 => last.1 = r.t_s + s.bin_s,
+            _ => out.push((r.t_s, r.t_s + s.bin_s)),
+        }
+    }
+    out
 }
 
 /// A two-panel figure over time: goodput lines against capacity, and queueing delay lines.
@@ -121,7 +152,14 @@ pub struct Figure {
     pub goodput: Vec<(String, Vec<(f64, f64)>)>,
     /// Named queueing-delay lines, ms (the last is drawn thicker).
     pub queue: Vec<(String, Vec<(f64, f64)>)>,
+    /// Spans during which a flow's rate controller competed with buffer-filling traffic:
+    /// (legend, index of the flow's goodput line after the total, [start, end) seconds),
+    /// drawn as a band in the flow's colour along the bottom of the goodput panel.
+    pub competitive: Vec<Band>,
 }
+
+/// A flow's mode band: legend, index of the flow, [start, end) spans in seconds.
+pub type Band = (String, usize, Vec<(f64, f64)>);
 
 impl Figure {
     /// Write to `path` (.svg or .png).
@@ -190,6 +228,21 @@ impl Figure {
                 .y_desc("Mbit/s")
                 .x_desc("time (s)")
                 .draw()?;
+            let band = top_max * 1.15 * 0.025;
+            for (k, (name, flow, spans)) in self.competitive.iter().enumerate() {
+                // The flow's line is goodput[flow + 1] (after the total).
+                let color = FLOW_COLORS[(flow + 1) % FLOW_COLORS.len()].mix(0.45);
+                let (y0, y1) = (band * k as f64, band * (k as f64 + 1.0));
+                c.draw_series(
+                    spans
+                        .iter()
+                        .map(|&(a, b)| Rectangle::new([(a, y0), (b, y1)], color.filled())),
+                )?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 4), (x + 20, y + 4)], color.filled())
+                });
+            }
             draw_lines(&mut c, series, f64::MIN)?;
         }
         let q_max = self

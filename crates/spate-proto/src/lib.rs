@@ -53,7 +53,7 @@ pub mod time;
 pub mod vectors;
 pub mod wire;
 
-pub use cc::{Policy, RateConfig};
+pub use cc::{Policy, RateConfig, RateMode};
 pub use config::{ReceiverConfig, SenderConfig};
 pub use event::{DropReason, ReceiverEvent, SenderEvent, SessionError};
 pub use manifest::{Entry, EntryKind, Manifest};

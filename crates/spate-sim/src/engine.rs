@@ -12,10 +12,11 @@ use spate_netmodel::{Direction, Fate, Path};
 use spate_proto::wire::{IP_UDP_OVERHEAD, MAX_DATAGRAM};
 use spate_proto::{Instant, Receiver, ReceiverConfig};
 
-use crate::flow::Flow;
+use crate::flow::{Flow, SimFlow, TcpSim};
 use crate::metrics::Recorder;
 use crate::report::{jain, kib_per_gib, round, FlowReport, Report, TimeSeries};
 use crate::scenario::Scenario;
+use crate::tcp::{TcpPacket, HEADER as TCP_HEADER, MSS};
 
 /// A run's outputs.
 #[derive(Debug, Clone)]
@@ -33,7 +34,7 @@ pub enum SimError {
     #[error("simulation stalled at {0}: an endpoint keeps asking to be woken without progress")]
     Stalled(Instant),
     /// A flow uses a protocol the simulator has no model of.
-    #[error("flow {flow} uses protocol \"{protocol}\", which runs only in the real-time emulator (spate-lab emu); the simulator models Spate flows")]
+    #[error("flow {flow} uses protocol \"{protocol}\", which runs only in the real-time emulator (spate-lab emu); the simulator models spate, cubic and reno flows")]
     NotSimulated {
         /// Index of the flow (from 0).
         flow: usize,
@@ -45,7 +46,13 @@ pub enum SimError {
 struct Datagram {
     flow: u32,
     to_receiver: bool,
-    bytes: Vec<u8>,
+    body: Body,
+}
+
+/// What a datagram carries: Spate's wire bytes, or a TCP model's segment or ACK.
+enum Body {
+    Spate(Vec<u8>),
+    Tcp(TcpPacket),
 }
 
 /// Steps allowed at one instant before the run is declared stalled.
@@ -54,7 +61,7 @@ const STALL_STEPS: u32 = 1_000_000;
 struct Engine<'a> {
     scenario: &'a Scenario,
     now: Instant,
-    flows: Vec<Flow>,
+    flows: Vec<SimFlow>,
     path: Path<Datagram>,
     pool: Vec<Vec<u8>>,
     buf: Vec<u8>,
@@ -67,7 +74,7 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(f64)) -> Result<SimResu
         .flows
         .iter()
         .enumerate()
-        .find(|(_, f)| f.protocol != crate::scenario::Protocol::Spate)
+        .find(|(_, f)| !f.protocol.simulated())
     {
         return Err(SimError::NotSimulated {
             flow,
@@ -82,7 +89,7 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(f64)) -> Result<SimResu
             .flows
             .iter()
             .enumerate()
-            .map(|(i, f)| Flow::new(i, f.clone(), scenario.seed))
+            .map(|(i, f)| SimFlow::new(i, f.clone(), scenario.seed))
             .collect(),
         path: Path::new(scenario.schedule.clone(), scenario.seed),
         pool: Vec::new(),
@@ -95,7 +102,7 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(f64)) -> Result<SimResu
     loop {
         e.start_flows();
         e.transmit_all();
-        if e.flows.iter().all(|f| f.finished) {
+        if e.flows.iter().all(|f| f.finished()) {
             break;
         }
         let next = e.next_event_time();
@@ -124,28 +131,16 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(f64)) -> Result<SimResu
 
 impl Engine<'_> {
     fn start_flows(&mut self) {
+        let now = self.now;
         for f in self.flows.iter_mut() {
-            if f.sender.is_none() && !f.finished && Instant::ZERO + f.spec.start <= self.now {
-                f.start(self.now);
-            }
+            f.start_if_due(now);
         }
     }
 
     fn next_event_time(&self) -> Instant {
         let mut t = self.path.next_arrival().unwrap_or(Instant::MAX);
         for f in &self.flows {
-            if f.finished {
-                continue;
-            }
-            match &f.sender {
-                None => t = t.min(Instant::ZERO + f.spec.start),
-                Some(s) => {
-                    if let Some(x) = s.poll_timeout() {
-                        t = t.min(x);
-                    }
-                }
-            }
-            if let Some(x) = f.receiver.as_ref().and_then(|r| r.poll_timeout()) {
+            if let Some(x) = f.next_timeout() {
                 t = t.min(x);
             }
         }
@@ -153,7 +148,36 @@ impl Engine<'_> {
     }
 
     /// Push one datagram through the path; it arrives (once or twice) or is counted as lost.
-    fn send(&mut self, flow: u32, to_receiver: bool, len: usize) {
+    fn send(&mut self, flow: u32, to_receiver: bool, wire_bytes: u64, body: impl Fn() -> Body) {
+        let now = self.now;
+        let dir = if to_receiver {
+            Direction::Forward
+        } else {
+            Direction::Reverse
+        };
+        let fate = self.path.send(now, dir, wire_bytes, || Datagram {
+            flow,
+            to_receiver,
+            body: body(),
+        });
+        if to_receiver {
+            self.record(fate);
+        }
+    }
+
+    /// The bottleneck's measurements count the forward direction only.
+    fn record(&mut self, fate: Fate) {
+        let phase = self.path.link(Direction::Forward).phase_index();
+        match fate {
+            Fate::Dropped(cause) => self.rec.on_dropped(phase, self.now, cause),
+            Fate::Delivered { queue_delay, .. } => self.rec.on_queued(phase, self.now, queue_delay),
+        }
+    }
+
+    /// Send the first `len` bytes of `buf` as a Spate datagram. Buffers are recycled through
+    /// `pool`: no allocation per packet once the pool holds as many buffers as packets are
+    /// ever in flight.
+    fn send_spate(&mut self, flow: u32, to_receiver: bool, len: usize) {
         let now = self.now;
         let dir = if to_receiver {
             Direction::Forward
@@ -161,8 +185,6 @@ impl Engine<'_> {
             Direction::Reverse
         };
         let (pool, buf) = (&mut self.pool, &self.buf);
-        // Datagram buffers are recycled through `pool`: no allocation per packet once the pool
-        // holds as many buffers as packets are ever in flight.
         let fate = self
             .path
             .send(now, dir, (len + IP_UDP_OVERHEAD) as u64, || {
@@ -172,83 +194,150 @@ impl Engine<'_> {
                 Datagram {
                     flow,
                     to_receiver,
-                    bytes,
+                    body: Body::Spate(bytes),
                 }
             });
-        if !to_receiver {
-            return;
-        }
-        let phase = self.path.link(dir).phase_index();
-        match fate {
-            Fate::Dropped(cause) => self.rec.on_dropped(phase, now, cause),
-            Fate::Delivered { queue_delay, .. } => self.rec.on_queued(phase, now, queue_delay),
+        if to_receiver {
+            self.record(fate);
         }
     }
 
     fn transmit_all(&mut self) {
-        let now = self.now;
         for i in 0..self.flows.len() {
-            if self.flows[i].finished {
-                continue;
+            match &self.flows[i] {
+                SimFlow::Spate(f) if !f.finished => self.transmit_spate(i),
+                SimFlow::Tcp(f) if !f.finished => self.transmit_tcp(i),
+                _ => {}
             }
-            loop {
-                let f = &mut self.flows[i];
-                let Some(s) = f.sender.as_mut() else { break };
-                let Some(t) = s.poll_transmit(now, &mut self.buf, &mut f.source) else {
-                    break;
-                };
-                let rate = s.pacing_rate();
-                self.rec.on_sent(i, now, rate);
-                // Segments leave one after another; the link serialises them.
-                let mut at = 0;
-                while at < t.len {
-                    let n = t.segment_size.min(t.len - at);
-                    if at > 0 {
-                        self.buf.copy_within(at..at + n, 0);
-                    }
-                    self.send(i as u32, true, n);
-                    at += n;
+        }
+    }
+
+    fn transmit_spate(&mut self, i: usize) {
+        let now = self.now;
+        loop {
+            let SimFlow::Spate(f) = &mut self.flows[i] else {
+                return;
+            };
+            let Some(s) = f.sender.as_mut() else { break };
+            let Some(t) = s.poll_transmit(now, &mut self.buf, &mut f.source) else {
+                break;
+            };
+            let rate = s.pacing_rate();
+            self.rec.on_sent(i, now, rate);
+            self.rec.on_mode(i, now, s.rate_mode());
+            // Segments leave one after another; the link serialises them.
+            let mut at = 0;
+            while at < t.len {
+                let n = t.segment_size.min(t.len - at);
+                if at > 0 {
+                    self.buf.copy_within(at..at + n, 0);
                 }
+                self.send_spate(i as u32, true, n);
+                at += n;
             }
-            loop {
-                let f = &mut self.flows[i];
-                let Some(r) = f.receiver.as_mut() else { break };
-                let Some(t) = r.poll_transmit(now, &mut self.buf) else {
-                    break;
-                };
-                self.send(i as u32, false, t.len);
-            }
-            self.flows[i].poll_events(now);
+        }
+        loop {
+            let SimFlow::Spate(f) = &mut self.flows[i] else {
+                return;
+            };
+            let Some(r) = f.receiver.as_mut() else { break };
+            let Some(t) = r.poll_transmit(now, &mut self.buf) else {
+                break;
+            };
+            self.send_spate(i as u32, false, t.len);
+        }
+        if let SimFlow::Spate(f) = &mut self.flows[i] {
+            f.poll_events(now);
+        }
+    }
+
+    fn transmit_tcp(&mut self, i: usize) {
+        let now = self.now;
+        loop {
+            let SimFlow::Tcp(f) = &mut self.flows[i] else {
+                return;
+            };
+            let Some(s) = f.tcp.sender.as_mut() else {
+                return;
+            };
+            let Some(seq) = s.poll_transmit(now) else {
+                return;
+            };
+            // TCP has no pacing rate; the series shows its window's rate instead.
+            let rate = s.cwnd() * (MSS + TCP_HEADER) as f64 * 8.0 / f.srtt_s();
+            self.rec.on_sent(i, now, rate as u64);
+            let len = f.tcp.segment_len(seq);
+            self.send(i as u32, true, len + TCP_HEADER, || {
+                Body::Tcp(TcpPacket::Data { seq, len })
+            });
         }
     }
 
     fn step(&mut self) {
         let now = self.now;
-        if let Some((_, mut d)) = self.path.pop_due(now) {
-            self.arrive(now, &mut d);
-            self.pool.push(d.bytes);
+        if let Some((_, d)) = self.path.pop_due(now) {
+            self.arrive(now, d);
             return;
         }
         // Sessions check their own deadlines, so no second poll_timeout() pass is needed here.
-        for f in self.flows.iter_mut().filter(|f| !f.finished) {
-            if let Some(s) = f.sender.as_mut() {
-                s.handle_timeout(now);
+        for f in self.flows.iter_mut() {
+            f.handle_timeout(now);
+        }
+    }
+
+    fn arrive(&mut self, now: Instant, d: Datagram) {
+        let i = d.flow as usize;
+        match d.body {
+            Body::Spate(mut bytes) => {
+                self.arrive_spate(now, i, d.to_receiver, &mut bytes);
+                self.pool.push(bytes);
             }
-            if let Some(r) = f.receiver.as_mut() {
-                r.handle_timeout(now);
+            Body::Tcp(p) => self.arrive_tcp(now, i, p),
+        }
+    }
+
+    fn arrive_tcp(&mut self, now: Instant, i: usize, p: TcpPacket) {
+        let SimFlow::Tcp(f) = &mut self.flows[i] else {
+            return;
+        };
+        if f.finished {
+            return;
+        }
+        match p {
+            TcpPacket::Data { seq, len } => {
+                let (new, ack) = f.tcp.receiver.on_segment(seq);
+                if new {
+                    f.tcp.delivered += len;
+                    self.rec.on_delivered(i, now, len);
+                }
+                if f.tcp.is_complete() && f.completed_at.is_none() {
+                    f.completed_at = Some(now);
+                }
+                self.send(i as u32, false, ack.wire_bytes(), || {
+                    Body::Tcp(TcpPacket::Ack(ack))
+                });
+            }
+            TcpPacket::Ack(a) => {
+                if let Some(s) = f.tcp.sender.as_mut() {
+                    s.on_ack(now, &a);
+                    if s.is_done() {
+                        f.finished = true;
+                    }
+                }
             }
         }
     }
 
-    fn arrive(&mut self, now: Instant, d: &mut Datagram) {
-        let i = d.flow as usize;
-        let f = &mut self.flows[i];
+    fn arrive_spate(&mut self, now: Instant, i: usize, to_receiver: bool, bytes: &mut [u8]) {
+        let SimFlow::Spate(f) = &mut self.flows[i] else {
+            return;
+        };
         if f.finished {
             return;
         }
-        if !d.to_receiver {
+        if !to_receiver {
             if let Some(s) = f.sender.as_mut() {
-                let _ = s.handle_datagram(now, &mut d.bytes);
+                let _ = s.handle_datagram(now, bytes);
             }
             return;
         }
@@ -258,13 +347,13 @@ impl Engine<'_> {
                 // spoofs); derived from the flow so runs stay bit-identical.
                 let token = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
                 let cfg = ReceiverConfig::default();
-                if let Ok(r) = Receiver::accept(cfg, now, &mut d.bytes, token) {
+                if let Ok(r) = Receiver::accept(cfg, now, bytes, token) {
                     f.receiver = Some(r);
                 }
             }
             Some(r) => {
-                if let Ok(Some(c)) = r.handle_datagram(now, &mut d.bytes) {
-                    let payload = &d.bytes[c.payload.clone()];
+                if let Ok(Some(c)) = r.handle_datagram(now, bytes) {
+                    let payload = &bytes[c.payload.clone()];
                     f.sink.accept(c.object, c.offset, payload);
                     self.rec.on_delivered(i, now, payload.len() as u64);
                 }
@@ -274,7 +363,21 @@ impl Engine<'_> {
 
     fn finish(self) -> SimResult {
         let end = self.now;
-        let mut flows: Vec<FlowReport> = self.flows.iter().map(|f| flow_report(f, end)).collect();
+        let mut flows: Vec<FlowReport> = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| match f {
+                SimFlow::Spate(f) => {
+                    let mut r = flow_report(f, end);
+                    let (delay, competitive) = self.rec.mode_seconds(i);
+                    r.delay_mode_s = Some(delay);
+                    r.competitive_mode_s = Some(competitive);
+                    r
+                }
+                SimFlow::Tcp(f) => tcp_report(f, end),
+            })
+            .collect();
         let phases = self.rec.phase_reports(&self.scenario.schedule, end);
         let series = self.rec.series(&self.scenario.schedule, end);
         let (fairness_jain, fairness_window_s) = self.fairness(end, &mut flows);
@@ -297,7 +400,7 @@ impl Engine<'_> {
         let last_start = self
             .flows
             .iter()
-            .map(|f| f.spec.start)
+            .map(|f| f.spec().start)
             .max()
             .unwrap_or_default();
         let from = self
@@ -308,7 +411,7 @@ impl Engine<'_> {
         let first_done = self
             .flows
             .iter()
-            .filter_map(|f| f.completed_at)
+            .filter_map(|f| f.completed_at())
             .min()
             .unwrap_or(end)
             .min(end);
@@ -317,8 +420,10 @@ impl Engine<'_> {
             return (None, None);
         }
         let x = self.rec.goodputs_between(from, to);
+        let total: f64 = x.iter().sum();
         for (f, &g) in flows.iter_mut().zip(&x) {
             f.window_goodput_mbps = Some(round(g / 1e6, 3));
+            f.share = (total > 0.0).then(|| round(g / total, 4));
         }
         let window = Some([round(from.as_secs_f64(), 6), round(to.as_secs_f64(), 6)]);
         (jain(&x), window)
@@ -341,6 +446,7 @@ fn flow_report(f: &Flow, end: Instant) -> FlowReport {
     let digest_ok = !complete || f.sink.digest == f.source.digest;
     let feedback = rx.bytes_sent + rx.packets_sent * IP_UDP_OVERHEAD as u64;
     FlowReport {
+        protocol: f.spec.protocol.name().to_owned(),
         policy: f.spec.rate.policy.name().to_owned(),
         start_s: round(f.spec.start.as_secs_f64(), 6),
         bytes_offered: offered,
@@ -367,7 +473,65 @@ fn flow_report(f: &Flow, end: Instant) -> FlowReport {
         lost_packets: tx.lost_packets,
         feedback_bytes: feedback,
         window_goodput_mbps: None,
+        share: None,
+        delay_mode_s: None,
+        competitive_mode_s: None,
         feedback_kib_per_gib: round(kib_per_gib(feedback, delivered), 2),
         error: f.error.clone(),
+    }
+}
+
+fn tcp_report(f: &TcpSim, end: Instant) -> FlowReport {
+    let start = Instant::ZERO + f.spec.start;
+    let st = f.tcp.sender.as_ref().map(|s| s.stats()).unwrap_or_default();
+    let delivered = f.tcp.delivered;
+    let complete = f.completed_at.is_some() && f.spec.bytes > 0;
+    let secs = f
+        .completed_at
+        .unwrap_or(end)
+        .saturating_since(start)
+        .as_secs_f64();
+    let offered = if f.spec.bytes > 0 {
+        f.spec.bytes
+    } else {
+        delivered
+    };
+    // One ACK per segment received.
+    let acks = f.tcp.receiver.cum().min(st.sent);
+    let feedback = acks * TCP_HEADER;
+    FlowReport {
+        protocol: f.spec.protocol.name().to_owned(),
+        policy: "-".to_owned(),
+        start_s: round(f.spec.start.as_secs_f64(), 6),
+        bytes_offered: offered,
+        bytes_delivered: delivered,
+        complete,
+        completion_s: f
+            .completed_at
+            .filter(|_| complete)
+            .map(|t| round(t.saturating_since(start).as_secs_f64(), 6)),
+        // The model carries no content: nothing to verify, nothing wrong.
+        verified: true,
+        goodput_mbps: if secs > 0.0 {
+            round(delivered as f64 * 8.0 / secs / 1e6, 3)
+        } else {
+            0.0
+        },
+        data_packets_sent: st.sent,
+        retransmitted_packets: st.retransmitted,
+        retransmission_overhead: if offered > 0 {
+            round((st.retransmitted * MSS) as f64 / offered as f64, 5)
+        } else {
+            0.0
+        },
+        spurious_retransmissions: 0,
+        lost_packets: st.lost,
+        feedback_bytes: feedback,
+        window_goodput_mbps: None,
+        share: None,
+        delay_mode_s: None,
+        competitive_mode_s: None,
+        feedback_kib_per_gib: round(kib_per_gib(feedback, delivered), 2),
+        error: None,
     }
 }

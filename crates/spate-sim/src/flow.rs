@@ -1,11 +1,13 @@
-//! One simulated transfer: its two sessions, its byte source and its checking sink.
+//! One simulated transfer: a Spate flow's two sessions, its byte source and its checking sink,
+//! or a modelled TCP connection ([`SimFlow`] holds either).
 
 use spate_proto::{
     Entry, Instant, Manifest, Receiver, ReceiverEvent, Sender, SenderConfig, SenderEvent, Source,
 };
 
 use crate::pattern::{chunk_digest, fill};
-use crate::scenario::FlowSpec;
+use crate::scenario::{FlowSpec, Protocol};
+use crate::tcp::{Law, TcpFlow};
 
 /// Object size used for "send until the end" flows (1 PiB: never reached in a simulation).
 pub const UNBOUNDED: u64 = 1 << 50;
@@ -150,6 +152,131 @@ impl Flow {
             self.source.high_water
         } else {
             self.spec.bytes
+        }
+    }
+}
+
+/// A simulated TCP connection (the kernel's Reno or CUBIC, modelled in `tcp/`).
+pub(crate) struct TcpSim {
+    pub spec: FlowSpec,
+    pub tcp: TcpFlow,
+    pub completed_at: Option<Instant>,
+    pub finished: bool,
+}
+
+impl TcpSim {
+    /// Smoothed RTT in seconds for the window-rate series (the path's base RTT would do; 0.1 s
+    /// before any sample).
+    pub fn srtt_s(&self) -> f64 {
+        self.tcp
+            .sender
+            .as_ref()
+            .and_then(|s| s.srtt())
+            .map_or(0.1, |d| d.as_secs_f64().max(1e-4))
+    }
+}
+
+/// One flow of a scenario, whichever program moves its data.
+// A scenario holds a handful of flows: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum SimFlow {
+    Spate(Flow),
+    Tcp(TcpSim),
+}
+
+impl SimFlow {
+    pub fn new(index: usize, spec: FlowSpec, seed: u64) -> SimFlow {
+        let law = match spec.protocol {
+            Protocol::Cubic => Some(Law::Cubic),
+            Protocol::Reno => Some(Law::Reno),
+            _ => None,
+        };
+        match law {
+            Some(law) => SimFlow::Tcp(TcpSim {
+                tcp: TcpFlow::new(law, spec.bytes),
+                spec,
+                completed_at: None,
+                finished: false,
+            }),
+            None => SimFlow::Spate(Flow::new(index, spec, seed)),
+        }
+    }
+
+    pub fn spec(&self) -> &FlowSpec {
+        match self {
+            SimFlow::Spate(f) => &f.spec,
+            SimFlow::Tcp(f) => &f.spec,
+        }
+    }
+
+    pub fn finished(&self) -> bool {
+        match self {
+            SimFlow::Spate(f) => f.finished,
+            SimFlow::Tcp(f) => f.finished,
+        }
+    }
+
+    pub fn completed_at(&self) -> Option<Instant> {
+        match self {
+            SimFlow::Spate(f) => f.completed_at,
+            SimFlow::Tcp(f) => f.completed_at,
+        }
+    }
+
+    fn started(&self) -> bool {
+        match self {
+            SimFlow::Spate(f) => f.sender.is_some(),
+            SimFlow::Tcp(f) => f.tcp.sender.is_some(),
+        }
+    }
+
+    /// Start the flow once its start time has come.
+    pub fn start_if_due(&mut self, now: Instant) {
+        if self.finished() || self.started() || Instant::ZERO + self.spec().start > now {
+            return;
+        }
+        match self {
+            SimFlow::Spate(f) => f.start(now),
+            SimFlow::Tcp(f) => f.tcp.start(),
+        }
+    }
+
+    /// The earliest time the flow needs the loop: its start, or a timer.
+    pub fn next_timeout(&self) -> Option<Instant> {
+        if self.finished() {
+            return None;
+        }
+        if !self.started() {
+            return Some(Instant::ZERO + self.spec().start);
+        }
+        match self {
+            SimFlow::Spate(f) => {
+                let s = f.sender.as_ref().and_then(|s| s.poll_timeout());
+                let r = f.receiver.as_ref().and_then(|r| r.poll_timeout());
+                s.into_iter().chain(r).min()
+            }
+            SimFlow::Tcp(f) => f.tcp.sender.as_ref().and_then(|s| s.poll_timeout()),
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.finished() {
+            return;
+        }
+        match self {
+            SimFlow::Spate(f) => {
+                if let Some(s) = f.sender.as_mut() {
+                    s.handle_timeout(now);
+                }
+                if let Some(r) = f.receiver.as_mut() {
+                    r.handle_timeout(now);
+                }
+            }
+            SimFlow::Tcp(f) => {
+                if let Some(s) = f.tcp.sender.as_mut() {
+                    s.handle_timeout(now);
+                }
+            }
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod pattern;
 pub mod report;
 pub mod scenario;
+pub mod tcp;
 
 pub use engine::{run, SimError, SimResult};
 pub use metrics::Recorder;

@@ -18,6 +18,11 @@ use spate_proto::Instant;
 
 use crate::report::{round, Percentiles, PhaseReport, SeriesRow, TimeSeries};
 
+/// Mode record: the delay mode (or any mode that is not competitive).
+pub const MODE_DELAY: u8 = 1;
+/// Mode record: the competitive mode.
+pub const MODE_COMPETITIVE: u8 = 2;
+
 /// Width of the windows used for time to adapt and the time series.
 pub const COARSE_BIN: Duration = Duration::from_millis(100);
 
@@ -28,6 +33,9 @@ pub struct Recorder {
     pub fine: Duration,
     pub delivered: Vec<Vec<u64>>,
     pub rate: Vec<Vec<u64>>,
+    /// Per flow and fine bin: the rate controller's mode when the flow last sent in it
+    /// ([`MODE_DELAY`], [`MODE_COMPETITIVE`], 0: no record).
+    pub mode: Vec<Vec<u8>>,
     pub qdelay_sum_us: Vec<u64>,
     pub qdelay_n: Vec<u32>,
     pub qdelay_max_us: Vec<u32>,
@@ -48,6 +56,7 @@ impl Recorder {
             fine,
             delivered: vec![vec![0; n]; flows],
             rate: vec![vec![0; n]; flows],
+            mode: vec![vec![0; n]; flows],
             qdelay_sum_us: vec![0; n],
             qdelay_n: vec![0; n],
             qdelay_max_us: vec![0; n],
@@ -71,6 +80,25 @@ impl Recorder {
     pub fn on_sent(&mut self, flow: usize, t: Instant, rate_bps: u64) {
         let b = self.bin(t);
         self.rate[flow][b] = rate_bps;
+    }
+
+    /// The flow's rate controller is in `mode` at `t` (Spate flows).
+    pub fn on_mode(&mut self, flow: usize, t: Instant, mode: spate_proto::RateMode) {
+        let b = self.bin(t);
+        self.mode[flow][b] = match mode {
+            spate_proto::RateMode::Competitive => MODE_COMPETITIVE,
+            _ => MODE_DELAY,
+        };
+    }
+
+    /// Seconds the flow spent in the delay and the competitive mode (bins in which it sent).
+    pub fn mode_seconds(&self, flow: usize) -> (f64, f64) {
+        let count = |m| self.mode[flow].iter().filter(|&&x| x == m).count() as f64;
+        let bin = self.fine.as_secs_f64();
+        (
+            round(count(MODE_DELAY) * bin, 3),
+            round(count(MODE_COMPETITIVE) * bin, 3),
+        )
     }
 
     pub fn on_queued(&mut self, phase: usize, t: Instant, delay: Duration) {
@@ -243,6 +271,19 @@ impl Recorder {
                                 / 1e6,
                             3,
                         )
+                    })
+                    .collect(),
+                flow_competitive: self
+                    .mode
+                    .iter()
+                    .map(|m| {
+                        let seen = m[b..e].iter().filter(|&&x| x > 0).count();
+                        let comp = m[b..e].iter().filter(|&&x| x == MODE_COMPETITIVE).count();
+                        if seen == 0 {
+                            0.0
+                        } else {
+                            round(comp as f64 / seen as f64, 3)
+                        }
                     })
                     .collect(),
                 queue_delay_ms_mean: if n > 0 {

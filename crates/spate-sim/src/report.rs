@@ -29,7 +29,11 @@ pub struct Report {
 /// One flow's results.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FlowReport {
-    /// Rate policy.
+    /// The program: `spate`, or the TCP model's `cubic` / `reno` (absent in reports written
+    /// before other protocols were simulated: Spate).
+    #[serde(default = "spate_name")]
+    pub protocol: String,
+    /// Rate policy (Spate flows; `-` for others).
     pub policy: String,
     /// Start time, seconds.
     pub start_s: f64,
@@ -62,8 +66,21 @@ pub struct FlowReport {
     pub feedback_kib_per_gib: f64,
     /// Goodput within the fairness window, Mbit/s.
     pub window_goodput_mbps: Option<f64>,
+    /// This flow's fraction of all flows' goodput within the fairness window.
+    #[serde(default)]
+    pub share: Option<f64>,
+    /// Seconds a Spate flow's rate controller spent in the delay mode (null for others).
+    #[serde(default)]
+    pub delay_mode_s: Option<f64>,
+    /// Seconds a Spate flow's rate controller spent competing with buffer-filling traffic.
+    #[serde(default)]
+    pub competitive_mode_s: Option<f64>,
     /// Why the flow failed, if it did.
     pub error: Option<String>,
+}
+
+fn spate_name() -> String {
+    "spate".to_owned()
 }
 
 /// Queueing delay percentiles, ms.
@@ -129,6 +146,9 @@ pub struct SeriesRow {
     pub flow_goodput_mbps: Vec<f64>,
     /// Pacing rate per flow at the end of the interval, Mbit/s (0 when not sending).
     pub flow_rate_mbps: Vec<f64>,
+    /// Per flow: the fraction of the interval its rate controller spent in competitive mode
+    /// (0 for flows that are not Spate's).
+    pub flow_competitive: Vec<f64>,
     /// Mean queueing delay of packets entering the bottleneck, ms.
     pub queue_delay_ms_mean: f64,
     /// Largest queueing delay, ms.
@@ -169,12 +189,26 @@ pub fn fairness_line(jain: Option<f64>, window: Option<[f64; 2]>) -> String {
     }
 }
 
-/// A flow's extra lines in a text report: its goodput in the fairness window (when there are
-/// several flows) and its error.
-pub fn flow_notes(window_goodput_mbps: Option<f64>, several: bool, error: Option<&str>) -> String {
+/// A flow's extra lines in a text report: its goodput and share in the fairness window (when
+/// there are several flows), the time its rate controller competed with buffer-filling
+/// traffic (when it did), and its error.
+pub fn flow_notes(
+    window_goodput_mbps: Option<f64>,
+    share: Option<f64>,
+    competitive_s: Option<f64>,
+    several: bool,
+    error: Option<&str>,
+) -> String {
     let mut s = String::new();
     if let Some(w) = window_goodput_mbps.filter(|_| several) {
-        s += &format!("      goodput in fairness window: {w:.2} Mbit/s\n");
+        s += &format!("      goodput in fairness window: {w:.2} Mbit/s");
+        if let Some(x) = share {
+            s += &format!(" ({:.1} % of all flows)", x * 100.0);
+        }
+        s += "\n";
+    }
+    if let Some(c) = competitive_s.filter(|&c| c > 0.0) {
+        s += &format!("      competitive mode: {c:.1} s (sharing with buffer-filling traffic)\n");
     }
     if let Some(e) = error {
         s += &format!("      error: {e}\n");
@@ -215,13 +249,16 @@ impl TimeSeries {
         let flows = self.rows.first().map_or(0, |r| r.flow_goodput_mbps.len());
         let mut out = String::from("t_s,capacity_mbps,goodput_mbps");
         for i in 0..flows {
-            out += &format!(",flow{i}_goodput_mbps,flow{i}_rate_mbps");
+            out += &format!(",flow{i}_goodput_mbps,flow{i}_rate_mbps,flow{i}_competitive");
         }
         out += ",queue_delay_ms_mean,queue_delay_ms_max,drops\n";
         for r in &self.rows {
             out += &format!("{},{},{}", r.t_s, r.capacity_mbps, r.goodput_mbps);
             for i in 0..flows {
-                out += &format!(",{},{}", r.flow_goodput_mbps[i], r.flow_rate_mbps[i]);
+                out += &format!(
+                    ",{},{},{}",
+                    r.flow_goodput_mbps[i], r.flow_rate_mbps[i], r.flow_competitive[i]
+                );
             }
             out += &format!(
                 ",{},{},{}\n",
@@ -244,7 +281,11 @@ impl Report {
             s += &format!(
                 "{:<5} {:<7} {:<14} {:<14} {:<8} {:<9} {:<15.2} {:<10.3} {:<9} {:.1}\n",
                 i,
-                f.policy,
+                if f.protocol == "spate" {
+                    &f.policy
+                } else {
+                    &f.protocol
+                },
                 f.bytes_offered,
                 f.bytes_delivered,
                 f.completion_s.map_or("no".into(), |c| format!("{c:.3}s")),
@@ -256,6 +297,8 @@ impl Report {
             );
             s += &flow_notes(
                 f.window_goodput_mbps,
+                f.share,
+                f.competitive_mode_s,
                 self.flows.len() > 1,
                 f.error.as_deref(),
             );

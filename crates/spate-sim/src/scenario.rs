@@ -43,8 +43,8 @@ pub struct FlowSpec {
     pub protocol: Protocol,
 }
 
-/// The program that moves a flow's data. The simulator runs Spate's core; the other protocols
-/// run only in the real-time emulator (`spate-lab emu`), as the real programs.
+/// The program that moves a flow's data. The simulator runs Spate's core and its model of
+/// kernel TCP (Reno, CUBIC); the real-time emulator (`spate-lab emu`) runs the real programs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Protocol {
     /// Spate.
@@ -84,6 +84,12 @@ impl Protocol {
         }
     }
 
+    /// Whether the simulator has a model of it (Spate's own core, and the TCP model's Reno and
+    /// CUBIC); the others run only in the real-time emulator.
+    pub fn simulated(self) -> bool {
+        matches!(self, Protocol::Spate | Protocol::Cubic | Protocol::Reno)
+    }
+
     /// Parse a scenario-file name.
     pub fn parse(s: &str) -> Option<Protocol> {
         Protocol::ALL.into_iter().find(|p| p.name() == s)
@@ -120,6 +126,7 @@ struct RawFlow {
     min_rate_mbps: Option<Spanned<f64>>,
     queue_target_bytes: Option<Spanned<i64>>,
     protocol: Option<Spanned<String>>,
+    compete: Option<Spanned<bool>>,
 }
 
 /// Largest simulated duration accepted (one day).
@@ -285,6 +292,20 @@ impl FlowSpecs for TomlText<'_> {
                     )
                 })?,
         };
+        let compete = match &f.compete {
+            None => false,
+            Some(c) if matches!(policy, Policy::Fair | Policy::High) => *c.get_ref(),
+            Some(c) => {
+                return Err(self.err(
+                    c,
+                    "compete",
+                    format!(
+                        "applies to the fair and high policies only (this flow's is {:?})",
+                        policy.name()
+                    ),
+                ))
+            }
+        };
         let protocol = match &f.protocol {
             None => Protocol::Spate,
             Some(p) => Protocol::parse(p.get_ref()).ok_or_else(|| {
@@ -309,6 +330,7 @@ impl FlowSpecs for TomlText<'_> {
                 rate_bps: bps(rate),
                 min_rate_bps: bps(min_rate),
                 queue_target_bytes,
+                compete,
             },
         })
     }
@@ -408,7 +430,12 @@ rate_mbps = 90.0
         assert_eq!((p[0].rate_bps, p[1].rate_bps), (10_000_000, 1_000_000_000));
         assert_eq!(p[1].rtt, Duration::from_millis(74));
         assert_eq!(tenth.flows[0].rate.rate_bps, 9_000_000);
-        let err = crate::run(&s, &mut |_| {}).unwrap_err().to_string();
+        let bbr = Scenario::parse(&GOOD.replace(
+            "policy = \"fixed\"",
+            "protocol = \"bbr\"\npolicy = \"fixed\"",
+        ))
+        .unwrap();
+        let err = crate::run(&bbr, &mut |_| {}).unwrap_err().to_string();
         assert!(err.contains("runs only in the real-time emulator"), "{err}");
     }
 }

@@ -394,6 +394,12 @@ struct RateArgs {
     /// Never send slower than this (bits per second).
     #[arg(long, value_parser = parse_rate)]
     min_rate: Option<u64>,
+    /// With --policy fair or high: when loss-based TCP (CUBIC, Reno) fills the bottleneck's
+    /// buffer, compete with it for a fair share (high: about two) instead of yielding.
+    /// Experimental: other Spate flows that started at different times can be taken for such
+    /// traffic; see docs/design.md, "Sharing with TCP".
+    #[arg(long)]
+    compete: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -422,6 +428,12 @@ impl RateArgs {
             c.rate_bps = self.rate.unwrap_or(0);
             c
         };
+        if self.compete {
+            if !matches!(policy, Policy::Fair | Policy::High) {
+                bail!("--compete applies to --policy fair and high only");
+            }
+            cfg.compete = true;
+        }
         if let Some(m) = self.min_rate {
             if self.rate.is_some_and(|r| m > r) {
                 bail!("--min-rate is above --rate");

@@ -89,6 +89,9 @@ enum End {
         /// Lower limit of the adaptive rate, bits/s.
         #[arg(long, default_value_t = 0)]
         min_rate: u64,
+        /// Compete with buffer-filling TCP (fair and high).
+        #[arg(long)]
+        compete: bool,
         /// Print `{"delivered": BYTES}` once a second (the emulator stops the sender at the end
         /// of a run and keeps its last count).
         #[arg(long)]
@@ -116,6 +119,7 @@ pub fn run(a: EndArgs) -> Result<()> {
             policy,
             max_rate,
             min_rate,
+            compete,
             progress,
         } => {
             let rate = match fixed {
@@ -127,6 +131,7 @@ pub fn run(a: EndArgs) -> Result<()> {
                     RateConfig {
                         rate_bps: max_rate,
                         min_rate_bps: min_rate,
+                        compete,
                         ..RateConfig::adaptive(policy)
                     }
                 }
@@ -292,11 +297,19 @@ fn spate_send(
     rate: RateConfig,
     progress: bool,
 ) -> Result<Moved> {
-    let mut last = Instant::now();
+    let (start, mut last, mut last_mode) = (Instant::now(), Instant::now(), None);
+    // Once a second, and whenever the rate controller changes mode: the emulator draws the
+    // mode over time from these lines (`t` is seconds since this program started).
     let mut report = |s: &spate_proto::Sender| {
-        if progress && last.elapsed() >= Duration::from_secs(1) {
+        let mode = s.rate_mode();
+        if progress && (last.elapsed() >= Duration::from_secs(1) || last_mode != Some(mode)) {
             last = Instant::now();
-            println!("{}", json!({ "delivered": s.stats().delivered_bytes }));
+            last_mode = Some(mode);
+            println!(
+                "{}",
+                json!({ "t": start.elapsed().as_secs_f64(), "delivered": s.stats().delivered_bytes,
+                        "mode": mode.name() })
+            );
         }
     };
     let cipher = match cipher {

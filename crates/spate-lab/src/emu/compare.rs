@@ -128,6 +128,7 @@ pub fn compare(a: CompareArgs) -> Result<()> {
                 ("simulator (mean)".into(), q(&sim.series)),
                 ("emulator (mean)".into(), q(&emu.series)),
             ],
+            competitive: Vec::new(),
         }
         .write(p)?;
     }

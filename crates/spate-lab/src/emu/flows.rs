@@ -249,6 +249,9 @@ pub fn start_sender(bed: &Bed, i: usize, f: &FlowSpec, t: &Tools, secs: f64) -> 
                     s("--min-rate"),
                     f.rate.min_rate_bps.to_string(),
                 ]);
+                if f.rate.compete {
+                    a.push(s("--compete"));
+                }
             }
             spawn(&bed.client, &t.lab, &a, what, t)
         }

@@ -225,6 +225,7 @@ fn compare_plot(path: &Path, runs: &[Run]) -> Result<()> {
                 )
             })
             .collect(),
+        competitive: Vec::new(),
     };
     figure.write(path)
 }

@@ -66,6 +66,15 @@ pub struct EmuFlow {
     pub app_bytes: Option<u64>,
     /// Why the flow failed, when it did.
     pub error: Option<String>,
+    /// Its fraction of all flows' goodput in the fairness window.
+    #[serde(default)]
+    pub share: Option<f64>,
+    /// Seconds a Spate flow's rate controller spent in the delay mode (null for others).
+    #[serde(default)]
+    pub delay_mode_s: Option<f64>,
+    /// Seconds it spent competing with buffer-filling traffic.
+    #[serde(default)]
+    pub competitive_mode_s: Option<f64>,
 }
 
 /// The emulator's own numbers.
@@ -117,6 +126,8 @@ impl EmuReport {
             );
             s += &flow_notes(
                 f.window_goodput_mbps,
+                f.share,
+                f.competitive_mode_s,
                 self.flows.len() > 1,
                 f.error.as_deref(),
             );
@@ -228,6 +239,9 @@ mod tests {
                 cpu_pct_per_gbps: [Some(12.5), None],
                 app_bytes: None,
                 error: None,
+                share: None,
+                delay_mode_s: None,
+                competitive_mode_s: None,
             }],
             phases: vec![PhaseReport {
                 at_s: 0.0,

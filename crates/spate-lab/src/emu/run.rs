@@ -239,6 +239,12 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
         );
     }
     let end_i = spate_proto::Instant::from_nanos(end.as_nanos() as u64);
+    let mut measured = measured;
+    for (i, f) in s.flows.iter().enumerate() {
+        if let Some(p) = senders[i].as_ref() {
+            record_modes(&mut measured.rec, i, f.start, end, p);
+        }
+    }
     let series = measured.rec.series(&s.schedule, end_i);
     let phases = measured.rec.phase_reports(&s.schedule, end_i);
     let mut out_flows = Vec::new();
@@ -254,6 +260,7 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
                 .map(|c| round(c / active * 100.0 / (goodput / 1e9), 1))
         };
         let fb = measured.reverse_bytes[i];
+        let modes = (f.protocol == Protocol::Spate).then(|| measured.rec.mode_seconds(i));
         let app_bytes = senders[i].as_ref().and_then(app_bytes);
         out_flows.push(EmuFlow {
             protocol: f.protocol.name().into(),
@@ -289,6 +296,9 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
             cpu_pct_per_gbps: [per_gbps(cpu_send[i]), per_gbps(cpu_recv[i])],
             app_bytes,
             error: exited[i].as_ref().and_then(|e| e.1.clone()),
+            share: None,
+            delay_mode_s: modes.map(|m| m.0),
+            competitive_mode_s: modes.map(|m| m.1),
         });
     }
     let (jain, window) = fairness(s, &measured.rec, end, &mut out_flows);
@@ -339,8 +349,10 @@ fn fairness(
         return (None, None);
     }
     let x = rec.goodputs_between(from, end);
+    let total: f64 = x.iter().sum();
     for (f, &g) in flows.iter_mut().zip(&x) {
         f.window_goodput_mbps = Some(round(g / 1e6, 3));
+        f.share = (total > 0.0).then(|| round(g / total, 4));
     }
     let window = Some([round(from.as_secs_f64(), 3), round(end.as_secs_f64(), 3)]);
     (jain(&x), window)
@@ -352,6 +364,51 @@ fn failure(p: &Proc) -> String {
     let tail: Vec<&str> = err.lines().rev().take(3).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
     format!("{} exited with an error: {}", p.what, tail.join(" / "))
+}
+
+/// Spate's sender prints its rate controller's mode with the seconds since it started
+/// (`bench-end spate-send --progress`); mark each mode from its line to the next in the
+/// recorder's bins, so the series and the plot show it.
+fn record_modes(
+    rec: &mut spate_sim::Recorder,
+    flow: usize,
+    start: Duration,
+    end: Duration,
+    p: &Proc,
+) {
+    let Ok(text) = std::fs::read_to_string(&p.out) else {
+        return;
+    };
+    let marks: Vec<(f64, spate_proto::RateMode)> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| {
+            let t = v.get("t")?.as_f64()?;
+            let mode = match v.get("mode")?.as_str()? {
+                "competitive" => spate_proto::RateMode::Competitive,
+                "fixed" => spate_proto::RateMode::Fixed,
+                _ => spate_proto::RateMode::Delay,
+            };
+            Some((t, mode))
+        })
+        .collect();
+    let end_s = end.as_secs_f64();
+    for (k, &(t, mode)) in marks.iter().enumerate() {
+        let from = start.as_secs_f64() + t;
+        let to = marks
+            .get(k + 1)
+            .map_or(end_s, |n| start.as_secs_f64() + n.0)
+            .min(end_s);
+        let mut at = from;
+        while at < to {
+            rec.on_mode(
+                flow,
+                spate_proto::Instant::from_nanos((at * 1e9) as u64),
+                mode,
+            );
+            at += rec.fine.as_secs_f64();
+        }
+    }
 }
 
 /// What the sender reported moving: Spate's bench end prints `bytes` when done and

@@ -32,4 +32,7 @@ impl RateControl for Fixed {
     fn on_feedback(&mut self, _now: Instant, _sample: &RateSample) {}
     fn on_path_silent(&mut self, _now: Instant) {}
     fn on_path_restored(&mut self, _now: Instant) {}
+    fn mode(&self) -> super::RateMode {
+        super::RateMode::Fixed
+    }
 }

@@ -62,6 +62,30 @@ pub trait RateControl {
     fn on_path_silent(&mut self, now: Instant);
     /// Feedback arrived again after a silence.
     fn on_path_restored(&mut self, now: Instant);
+    /// How the controller is sharing the path right now (for statistics and plots).
+    fn mode(&self) -> RateMode;
+}
+
+/// How a controller is sharing the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RateMode {
+    /// A fixed rate.
+    Fixed,
+    /// Delay-based: holding a small queue.
+    Delay,
+    /// Competing with buffer-filling (loss-based) traffic on its terms.
+    Competitive,
+}
+
+impl RateMode {
+    /// The mode's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            RateMode::Fixed => "fixed",
+            RateMode::Delay => "delay",
+            RateMode::Competitive => "competitive",
+        }
+    }
 }
 
 /// Rate policy names as users and scenario files spell them.
@@ -116,6 +140,11 @@ pub struct RateConfig {
     /// Bytes a `fair` flow keeps queued at the bottleneck (α of the delay controller); `high`
     /// keeps twice, `low` a sixteenth.
     pub queue_target_bytes: u64,
+    /// `fair` and `high` flows compete with loss-based traffic that fills the bottleneck's
+    /// buffer (CUBIC, Reno) instead of yielding to it (`delay/compete.rs`). Off by default: the
+    /// detection can mistake other Spate flows that started at different times for such
+    /// traffic (docs/design.md).
+    pub compete: bool,
 }
 
 impl RateConfig {
@@ -126,6 +155,7 @@ impl RateConfig {
             rate_bps,
             min_rate_bps: 0,
             queue_target_bytes: DEFAULT_QUEUE_TARGET,
+            compete: false,
         }
     }
 
@@ -136,6 +166,7 @@ impl RateConfig {
             rate_bps: 0,
             min_rate_bps: 0,
             queue_target_bytes: DEFAULT_QUEUE_TARGET,
+            compete: false,
         }
     }
 }
@@ -156,12 +187,16 @@ impl Controller {
     /// Build the controller a configuration asks for.
     pub fn new(cfg: &RateConfig) -> Self {
         let q = cfg.queue_target_bytes;
-        let delay = |alpha| Controller::Delay(Delay::new(alpha, cfg.rate_bps, cfg.min_rate_bps));
+        let delay = |alpha, n: f64| {
+            let d = Delay::new(alpha, cfg.rate_bps, cfg.min_rate_bps);
+            Controller::Delay(if cfg.compete { d.competing_as(n) } else { d })
+        };
         match cfg.policy {
             Policy::Fixed => Controller::Fixed(Fixed::new(cfg.rate_bps.max(cfg.min_rate_bps))),
-            Policy::Fair => delay(q),
-            Policy::High => delay(q.saturating_mul(2)),
-            Policy::Low => delay(q / 16),
+            Policy::Fair => delay(q, 1.0),
+            Policy::High => delay(q.saturating_mul(2), 2.0),
+            // A scavenger keeps yielding.
+            Policy::Low => Controller::Delay(Delay::new(q / 16, cfg.rate_bps, cfg.min_rate_bps)),
         }
     }
 }
@@ -190,5 +225,8 @@ impl RateControl for Controller {
     }
     fn on_path_restored(&mut self, now: Instant) {
         dispatch!(self, c => c.on_path_restored(now))
+    }
+    fn mode(&self) -> RateMode {
+        dispatch!(self, c => c.mode())
     }
 }

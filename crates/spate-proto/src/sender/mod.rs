@@ -291,6 +291,11 @@ impl Sender {
         self.cc.pacing_rate()
     }
 
+    /// How the rate controller is sharing the path right now.
+    pub fn rate_mode(&self) -> crate::cc::RateMode {
+        self.cc.mode()
+    }
+
     /// Bytes in flight.
     pub fn in_flight_bytes(&self) -> u64 {
         self.ledger.in_flight_bytes()

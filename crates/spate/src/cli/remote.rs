@@ -28,6 +28,9 @@ pub(crate) fn rate_args(r: &RateArgs) -> Vec<String> {
     if let Some(x) = r.min_rate {
         v.extend(["--min-rate".to_owned(), x.to_string()]);
     }
+    if r.compete {
+        v.push("--compete".to_owned());
+    }
     v
 }
 

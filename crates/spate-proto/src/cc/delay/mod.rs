@@ -85,10 +85,12 @@
 //! competition (against loss-based TCP a delay-based flow yields; `fixed` and `high` exist for
 //! that).
 
+mod compete;
 mod filters;
 
 use core::time::Duration;
 
+use compete::Compete;
 pub use filters::{DeliveryRate, LossFraction, RateHistory, Unused, WindowedMin};
 
 use super::{RateControl, RateSample};
@@ -169,6 +171,47 @@ const PROBE_MIN_INTERVAL: Duration = Duration::from_secs(2);
 /// is rate-neutral); on a link with spare capacity the receiver sees 10 % more for half an RTT.
 const PROBE_GAIN: f64 = 0.15;
 
+/// Judged drains in a row that must leave the queue standing before the flow competes.
+const DRAINS_TO_COMPETE: u32 = 1;
+/// Judged drains in a row that must empty the queue before a competing flow returns to the
+/// delay mode: one may just meet the trough after the competitor's cut.
+const DRAINS_TO_LEAVE: u32 = 2;
+/// Window of the deepest recent queue, which a flow entering competitive mode takes for the
+/// buffer's size until it sees a deeper one: a CUBIC competitor overflows it every epoch
+/// (8–10 s at 100 Mbit/s, 50 ms).
+const QUEUE_PEAK_WINDOW: Duration = Duration::from_secs(10);
+/// Drains are judged at most this often: a drain that does not see the delay floor is
+/// repeated at once, and the repeats start from the little queue the first one left.
+const JUDGE_EVERY: Duration = Duration::from_secs(4);
+/// A judged drain holds the queue empty this long, seconds: two report gaps, so that a report
+/// sees it empty (with 2 ms, one report in five did, and 1 % random loss with a crippled
+/// competitor looked like a standing queue).
+const JUDGED_MARGIN: f64 = 0.020;
+/// A drain empties the queue when the queueing delay falls below this fraction of what it was
+/// in the RTT before...
+const EMPTIED_FRACTION: f64 = 0.25;
+/// A drain is judged only when it starts from a queue of at least this, seconds: drains that
+/// follow each other (until the delay floor is seen again) start from the little the first
+/// one left.
+const JUDGED_FROM: f64 = 0.002;
+/// Competitive mode drains this often to see whether the competitor is still there.
+const COMPETE_DRAIN_EVERY: Duration = Duration::from_secs(8);
+
+/// Window of the peak delivery rate, one of the two capacity estimates a flow entering
+/// competitive mode starts its share from (the other is the drain's).
+const PEAK_WINDOW: Duration = Duration::from_secs(30);
+
+/// Which way the controller shares the bottleneck.
+#[derive(Debug, Clone)]
+// One controller per session: the variant size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
+enum Mode {
+    /// Hold α queued (the module's law).
+    Delay,
+    /// A buffer-filling competitor holds the queue: a paced window competes on its terms.
+    Competitive(Compete),
+}
+
 /// What a probe is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ProbeKind {
@@ -204,7 +247,10 @@ enum Probe {
         q0: f64,
         d0: f64,
         q_max: f64,
+        q_min: f64,
         d_max: f64,
+        /// A drain whose outcome decides the mode.
+        judged: bool,
     },
 }
 
@@ -242,6 +288,28 @@ pub struct Delay {
     unused: Unused,
     /// Time between reports, seconds (moving average over about four reports).
     report_gap: f64,
+    /// Flows' worth this flow competes as against buffer-filling traffic (0: it never does).
+    compete_as: f64,
+    mode: Mode,
+    /// Drains in a row that left the queue standing.
+    failed_drains: u32,
+    /// Drains in a row that emptied it.
+    emptied_drains: u32,
+    /// Deepest queueing delay of the last [`QUEUE_PEAK_WINDOW`], µs, negated (a windowed
+    /// minimum of the negation).
+    queue_peak: WindowedMin,
+    /// In competitive mode, the delay floor when the mode began: not left to expire, since
+    /// the competitor's queue never empties and an expired floor would take it in.
+    kept_floor: Option<i64>,
+    /// In competitive mode, when the next drain is due.
+    next_drain: Instant,
+    /// When the last judged drain started.
+    last_judged: Option<Instant>,
+    /// Highest delivery rate of the last [`PEAK_WINDOW`], as a minimum of negated bits/s:
+    /// what the path gave this flow when others left room.
+    peak_delivery: WindowedMin,
+    /// Bits of one full packet on the wire.
+    packet_bits: f64,
 }
 
 impl Delay {
@@ -277,40 +345,148 @@ impl Delay {
                 next: Instant::ZERO,
             },
             unused: Unused::default(),
+            compete_as: 0.0,
+            mode: Mode::Delay,
+            failed_drains: 0,
+            emptied_drains: 0,
+            queue_peak: WindowedMin::new(QUEUE_PEAK_WINDOW),
+            kept_floor: None,
+            next_drain: Instant::ZERO,
+            last_judged: None,
+            peak_delivery: WindowedMin::new(PEAK_WINDOW),
+            packet_bits: 1500.0 * 8.0,
         }
     }
 
-    fn probe_step(&mut self, now: Instant, rtt: Duration, q: f64, d: Option<f64>, steady: bool) {
-        let verdict = match &mut self.probe {
+    /// Let the flow compete as `n` flows' worth against buffer-filling traffic (`fair` 1,
+    /// `high` 2); without this call it keeps yielding (`low`).
+    pub fn competing_as(mut self, n: f64) -> Self {
+        self.compete_as = n;
+        self
+    }
+
+    /// Whether the flow is in competitive mode.
+    pub fn is_competing(&self) -> bool {
+        matches!(self.mode, Mode::Competitive(_))
+    }
+
+    /// A drain ended: a queue it could not empty belongs to someone who does not yield.
+    #[allow(clippy::too_many_arguments)]
+    fn after_drain(
+        &mut self,
+        now: Instant,
+        emptied: bool,
+        capacity: Option<f64>,
+        srtt: Duration,
+        q: f64,
+        floor: i64,
+    ) {
+        if emptied {
+            self.failed_drains = 0;
+            self.emptied_drains += 1;
+            if self.is_competing() {
+                if self.emptied_drains >= DRAINS_TO_LEAVE {
+                    self.mode = Mode::Delay;
+                    self.kept_floor = None;
+                } else {
+                    // Confirm soon: one drain may just have met the competitor's trough.
+                    self.next_drain = now + JUDGE_EVERY;
+                }
+            }
+            return;
+        }
+        self.emptied_drains = 0;
+        self.failed_drains += 1;
+        self.next_drain = now + COMPETE_DRAIN_EVERY;
+        if self.compete_as > 0.0 && !self.is_competing() && self.failed_drains >= DRAINS_TO_COMPETE
+        {
+            // Start from the share of one competitor's worth (the common case); with more
+            // competitors the window law brings it down, cut by cut.
+            let n = self.compete_as;
+            let peak = -(self.peak_delivery.get(now).unwrap_or(0) as f64);
+            let share = capacity.unwrap_or(0.0).max(peak) * n / (n + 1.0);
+            // The deepest queue of the last seconds: the buffer, if the competitor has
+            // overflowed it since.
+            let deepest = -(self.queue_peak.get(now).unwrap_or(0) as f64) / 1e6;
+            self.mode = Mode::Competitive(Compete::new(
+                now,
+                n,
+                self.rate.max(share.min(self.cap)),
+                srtt,
+                self.packet_bits,
+                q.max(deepest),
+            ));
+            self.kept_floor = Some(floor);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn probe_step(
+        &mut self,
+        now: Instant,
+        rtt: Duration,
+        srtt: Duration,
+        q: f64,
+        floor: i64,
+        d: Option<f64>,
+        steady: bool,
+    ) {
+        let competing = self.is_competing();
+        let (verdict, drained) = match &mut self.probe {
             Probe::Idle { next } => {
                 let floor_age = self.base_owd.age(now).unwrap_or_default();
-                let kind = if floor_age >= DRAIN_AFTER {
+                let kind = if competing {
+                    // The floor is kept, not aged: drains come by the clock.
+                    if now < self.next_drain {
+                        return;
+                    }
+                    ProbeKind::Drain
+                } else if floor_age >= DRAIN_AFTER {
                     ProbeKind::Drain
                 } else if now >= *next {
                     ProbeKind::Stale
                 } else {
                     return;
                 };
-                let (true, Some(d0)) = (steady, d) else {
+                let (true, Some(d0)) = (steady || competing, d) else {
                     return;
                 };
+                let q0 = self.q_rtt_min.get(now).map_or(q, |v| v as f64 / 1e6);
+                // Only a flow that may compete judges its drains (and holds the queue empty
+                // a little longer for it); the others drain exactly as before.
+                let judged = self.compete_as > 0.0
+                    && kind == ProbeKind::Drain
+                    && q0 >= JUDGED_FROM
+                    && self
+                        .last_judged
+                        .is_none_or(|t| now.saturating_since(t) >= JUDGE_EVERY);
+                if judged {
+                    self.last_judged = Some(now);
+                }
+                let margin = if judged { JUDGED_MARGIN } else { DRAIN_MARGIN };
+                let drain_end = |half: Duration| now + half * 2 + rtt * 4;
                 let half = match kind {
                     ProbeKind::Stale => rtt / 2,
                     // Not capped at rtt/2: at RTT ≈ 0 that left a 50 µs dip, which removed
                     // nothing from a 1 ms queue, and the floor crept up under it.
                     ProbeKind::Drain => Duration::from_secs_f64(
-                        (2.0 * q + DRAIN_MARGIN).min(rtt.as_secs_f64().max(DRAIN_MAX_HALF)),
+                        (2.0 * q + margin).min(rtt.as_secs_f64().max(DRAIN_MAX_HALF) + margin),
                     ),
                 };
+                if let Mode::Competitive(c) = &mut self.mode {
+                    c.quiet_until(drain_end(half));
+                }
                 self.probe = Probe::Up {
                     kind,
                     start: now,
                     half,
                     gain: kind.gains().0,
-                    q0: self.q_rtt_min.get(now).map_or(q, |v| v as f64 / 1e6),
+                    q0,
                     d0,
                     q_max: q,
+                    q_min: f64::MAX,
                     d_max: 0.0,
+                    judged,
                 };
                 return;
             }
@@ -321,26 +497,47 @@ impl Delay {
                 q0,
                 d0,
                 q_max,
+                q_min,
                 d_max,
+                judged,
                 ..
             } => {
                 let age = now.saturating_since(*start);
                 // Reports about packets sent during the probe arrive from one RTT after its start.
                 if age >= rtt {
                     *q_max = q_max.max(q);
+                    *q_min = q_min.min(q);
                     *d_max = d_max.max(d.unwrap_or(0.0));
                 }
                 if age < (rtt * 2).max(*half * 2) {
                     return;
                 }
+                // A drain right after another starts from the queue the first one left: it
+                // says nothing about who holds the queue, so only drains from a standing queue
+                // are judged.
+                let drained = judged.then(|| {
+                    // The slow half took (1 − DRAIN_GAIN)·rate·half bits out of the queue,
+                    // which fell by q0 − q_min: the bottleneck's rate is their ratio (the
+                    // others' queued data barely moves in a few RTTs).
+                    let removed = self.rate * (1.0 - DRAIN_GAIN) * half.as_secs_f64();
+                    let fell = *q0 - q_min.min(*q0);
+                    let capacity = (fell > JUDGED_FROM / 4.0).then(|| removed / fell);
+                    (*q_min <= *q0 * EMPTIED_FRACTION, capacity)
+                });
                 // On a full link the bump adds PROBE_GAIN/2 RTT of this flow's data to the
                 // queue (0.6 ms for one of four flows at 50 ms); on an idle one, nothing.
                 let queue_grew = *q_max > *q0 + STALE_QUEUE_NOISE.max(0.005 * rtt.as_secs_f64());
                 // Delivery must rise by nearly the whole bump: on a full link shared with
                 // others, FIFO service gives this flow only part of its extra rate.
-                *kind == ProbeKind::Stale && !queue_grew && *d_max > *d0 * (1.0 + PROBE_GAIN * 0.85)
+                let stale = *kind == ProbeKind::Stale
+                    && !queue_grew
+                    && *d_max > *d0 * (1.0 + PROBE_GAIN * 0.85);
+                (stale, drained)
             }
         };
+        if let Some((emptied, capacity)) = drained {
+            self.after_drain(now, emptied, capacity, srtt, q, floor);
+        }
         if verdict {
             // The "queue" did not grow while more was delivered: the floor is stale.
             self.base_owd
@@ -402,7 +599,10 @@ impl RateControl for Delay {
         self.base_owd.push(now, owd);
         self.recent_owd.push(now, owd);
         self.delivery.push(s.receiver_time_us, s.receiver_bytes);
-        let base_owd = self.base_owd.get(now).unwrap_or(owd);
+        let mut base_owd = self.base_owd.get(now).unwrap_or(owd);
+        if let Some(kept) = self.kept_floor {
+            base_owd = base_owd.min(kept);
+        }
         let recent = self.recent_owd.get(now).unwrap_or(owd);
         // The last packet of a batch waits behind the batch itself (§7.1): not a standing queue.
         let batch_us = i64::try_from(s.batch_time.as_micros()).unwrap_or(i64::MAX);
@@ -421,15 +621,20 @@ impl RateControl for Delay {
         // Receiver byte counts are DATA payload; rates here are IP bits.
         let dg = s.datagram_bytes.max(1) as f64;
         let wire_bits = (dg + IP_UDP_OVERHEAD as f64) / dg * 8.0;
+        self.packet_bits = dg * wire_bits;
         let delivered_over = |w: Duration| self.delivery.rate(w).map(|b| b as f64 * wire_bits);
         // Half an RTT: less lag in the loop than a whole RTT (the 100 Mbit/s phase of FASP
         // scenario 1 rang for 4 s with a whole-RTT window), still hundreds of packets.
         let window = (rtt / 2).max(Duration::from_millis(20));
         let d = delivered_over(window);
+        if let Some(d) = d {
+            self.peak_delivery.push(now, -(d as i64));
+        }
         self.loss
             .push(dt / LOSS_HORIZON.as_secs_f64(), s.acked_bytes, s.lost_bytes);
         self.q_rtt_min.set_window(rtt);
         self.q_rtt_min.push(now, (q * 1e6) as i64);
+        self.queue_peak.push(now, -((q * 1e6) as i64));
         let q_star = self.alpha_bits / self.rate;
 
         let mut steady = false;
@@ -480,6 +685,13 @@ impl RateControl for Delay {
             // While probing, hold the rate: the probe's bump and dip cancel, and the reports of
             // the next two RTTs describe the probe, not the path.
             Some(_) if probing => {}
+            _ if self.is_competing() => {
+                if let Mode::Competitive(c) = &mut self.mode {
+                    self.rate = c.on_report(now, q, s.srtt, s.lost_bytes > 0, d);
+                }
+                self.last_steered = d.unwrap_or(self.last_steered);
+                self.settled_since = None;
+            }
             Some(d) if !spare => {
                 // Steer: what the path delivers (before random loss), corrected by this flow's
                 // distance from holding α bytes in the queue, over the horizon T.
@@ -527,7 +739,15 @@ impl RateControl for Delay {
             .rate
             .clamp(self.floor.max(crate::pacer::MIN_RATE_BPS as f64), self.cap);
         self.sent.push(now, self.rate);
-        self.probe_step(now, rtt, q, d, steady);
+        self.probe_step(now, rtt, s.srtt, q, base_owd, d, steady);
+    }
+
+    fn mode(&self) -> super::RateMode {
+        if self.is_competing() {
+            super::RateMode::Competitive
+        } else {
+            super::RateMode::Delay
+        }
     }
 
     fn on_path_silent(&mut self, _now: Instant) {

@@ -1,0 +1,333 @@
+//! Competitive mode: how a `fair` or `high` flow shares a bottleneck with loss-based TCP.
+//!
+//! # In a nutshell
+//!
+//! ```text
+//! event   the competitor cut: the queue falls below q_full − 2·slack within 3 RTTs of being
+//!         full (q ≥ q_full − slack; slack = max(2 ms, q_full/10)), or the queue has stayed
+//!         full at its deepest for 30 RTTs with nobody cutting (then this flow cuts alone)
+//! q_full  the deepest queue seen in this mode: the buffer's size once it has overflowed
+//! T       seconds between the last events (mean of the last 2 intervals)
+//! W(t)    a CUBIC window in packets, t = time since the last event (RFC 9438):
+//!             W(t) = N·C·(t − K)³ + W_max,   K = ∛(W_max·(1 − β) / (N·C)),  C = 0.4, β = 0.7
+//! event:  W_max ← max(W, N·C·T³/(1 − β)) (a flow that is shorter, by fast convergence less),
+//!         W ← β·W_max
+//! rate    = W · packet / srtt,  at most 1.25·D;  N = 1 `fair`, 2 `high`
+//! ```
+//!
+//! Against a buffer-filler every flow's share is its share of the queue, and the competitor
+//! grows its share until the buffer overflows, then cuts. A flow that does the same on the
+//! same signal gets what another such flow would: this one follows CUBIC's window (the
+//! kernel's default), cut when the competitor cuts.
+//!
+//! Two things it cannot copy from the competitor and does otherwise:
+//! * **The signal.** The competitor's losses are not this flow's: its paced packets find room
+//!   between the competitor's bursts, and the bursts take the drops (in the simulator a paced
+//!   flow lost nothing at overflows a CUBIC flow lost packets at). The flow sees the cut
+//!   itself, as the queue falling from full. Random loss, with the queue anywhere, is ignored:
+//!   at 2 % random loss CUBIC collapses, the queue drains, and the flow returns to the delay
+//!   mode.
+//! * **Convergence.** Two CUBIC flows converge over several epochs (8–10 s each at 100 Mbit/s
+//!   and 50 ms), and the later one starts far behind. But every CUBIC flow that is cut every T
+//!   seconds and has converged has `K = T`, so `W_max = C·T³/(1 − β)`, whatever its history:
+//!   at each event this flow takes at least that maximum and is on the converged trajectory
+//!   at once. A competitor still above it is cut back by its own fast convergence.
+//!
+//! `high` follows N = 2 flows' window (as MulTCP does for Reno).
+
+use core::time::Duration;
+use std::collections::VecDeque;
+
+use crate::time::Instant;
+
+/// CUBIC's constant C, packets/s³.
+const C_CUBIC: f64 = 0.4;
+/// CUBIC's multiplicative decrease.
+const BETA: f64 = 0.7;
+/// The queue counts as full within this fraction of the deepest queue seen...
+const FULL_FRACTION: f64 = 0.1;
+/// ...or within this many seconds of it, whichever is more (measurement noise: the delay
+/// filter's minimum over three reports reads a little below the true queue).
+const FULL_SLACK: f64 = 0.002;
+/// A competitor's cut shows as the queue falling this many slacks below full (with the 10 %
+/// slack: below 80 % of the deepest queue; a CUBIC flow holding half of a 4×BDP buffer and
+/// its share of the pipe cuts 19 % of it, one alone in a 1×BDP buffer 60 %).
+const DROP_SLACKS: f64 = 2.0;
+/// The queue falling within this many RTTs of being full is a cut in answer to the overflow:
+/// the competitor learns of its loss an RTT later and its window takes up to another RTT to
+/// drain from the queue.
+const OVERFLOW_WINDOW_RTTS: f64 = 3.0;
+/// A queue full at its deepest level for this long without a break, RTTs, counts as an event
+/// too: nobody else is cutting, so this flow is what keeps it full (a TCP competitor at its
+/// old maximum overflows the buffer within a few RTTs of reaching it, or is starved).
+const STILL_FULL_RTTS: f64 = 30.0;
+/// Events closer than this many RTTs are one overflow episode.
+const EPISODE_RTTS: f64 = 4.0;
+/// The converged curve's maximum is taken at most up to this multiple of the window at the
+/// event.
+const MAX_JUMP: f64 = 2.0;
+/// Intervals between events averaged into T.
+const PERIODS: usize = 2;
+/// The rate is at most this multiple of what the receiver saw delivered (RFC 5348 limits TFRC
+/// to 2·X_recv): a rate the path does not carry only fills the buffer.
+const MAX_OVER_DELIVERED: f64 = 1.25;
+
+/// The state of competitive mode.
+#[derive(Debug, Clone)]
+pub struct Compete {
+    /// Flows' worth this one competes as (1 `fair`, 2 `high`).
+    n: f64,
+    /// Bits per packet.
+    packet_bits: f64,
+    /// Window, packets, at the last report.
+    w: f64,
+    w_max: f64,
+    k: f64,
+    /// Start of the current epoch (the last event, or entering the mode).
+    epoch: Instant,
+    /// When the mode began.
+    entered: Instant,
+    /// The last intervals between events, seconds, newest first.
+    periods: VecDeque<f64>,
+    last_event: Option<Instant>,
+    /// When the queue was last seen full (cleared by an event).
+    full_at: Option<Instant>,
+    /// Since when it has been full at its deepest without a break, and how deep that was.
+    full_since: Option<(Instant, f64)>,
+    /// The last event that was an overflow (not this flow cutting alone): periods run
+    /// between these.
+    last_overflow: Option<Instant>,
+    /// Deepest queueing delay seen in this mode, seconds.
+    q_full: f64,
+    /// No events before this: the queue still shows this flow's own drain.
+    quiet_until: Instant,
+    /// The queue has fallen from full since the last event (or there was none).
+    armed: bool,
+}
+
+impl Compete {
+    /// Enter competitive mode at `now`, sending at `rate` (bits/s) with smoothed RTT `srtt`;
+    /// `q` is the queueing delay now (s).
+    pub fn new(now: Instant, n: f64, rate: f64, srtt: Duration, packet_bits: f64, q: f64) -> Self {
+        let w = (rate * srtt.as_secs_f64() / packet_bits).max(2.0);
+        Compete {
+            n,
+            packet_bits,
+            w,
+            // The curve starts at its plateau: probing upward from the rate entered with.
+            w_max: w,
+            k: 0.0,
+            epoch: now,
+            entered: now,
+            periods: VecDeque::with_capacity(PERIODS),
+            last_event: None,
+            full_at: None,
+            full_since: None,
+            last_overflow: None,
+            q_full: q,
+            // The rate has just changed: the next RTTs' queue shows the change, not a cut.
+            quiet_until: now + srtt * 2,
+            armed: true,
+        }
+    }
+
+    /// This flow is draining until `until`: the queue's fall and return until then are its
+    /// own doing, not a competitor's cut.
+    pub fn quiet_until(&mut self, until: Instant) {
+        self.quiet_until = self.quiet_until.max(until);
+        self.full_at = None;
+        self.full_since = None;
+    }
+
+    /// Whether this report shows an event (see the module doc).
+    fn event(&mut self, now: Instant, q: f64, rtt: f64, lost: bool) -> Option<bool> {
+        let age =
+            |t: Option<Instant>| t.map_or(f64::MAX, |t| now.saturating_since(t).as_secs_f64());
+        self.q_full = self.q_full.max(q);
+        // Still filling (by more than measurement noise since it became full): not stuck.
+        if self
+            .full_since
+            .is_some_and(|(_, at)| self.q_full > at + FULL_SLACK)
+        {
+            self.full_since = Some((now, self.q_full));
+        }
+        let slack = (self.q_full * FULL_FRACTION).max(FULL_SLACK);
+        if q >= self.q_full - slack {
+            self.full_at = Some(now);
+            self.full_since.get_or_insert((now, self.q_full));
+        } else {
+            self.full_since = None;
+        }
+        // One event per overflow episode: this flow's loss, the competitor's cut and the
+        // queue's fall that follows are the same overflow (TCP reduces once per recovery).
+        // After an event the queue must fall below the cut level and fill again first.
+        let fallen = q < self.q_full - DROP_SLACKS * slack;
+        let armed = self.armed;
+        if !self.armed && fallen {
+            self.armed = true;
+            self.full_at = None;
+        }
+        if now < self.quiet_until || age(self.last_event) < EPISODE_RTTS * rtt {
+            return None;
+        }
+        let cut = armed && fallen && age(self.full_at) <= OVERFLOW_WINDOW_RTTS * rtt;
+        // This flow's own loss with the queue full is the overflow too (once per RTT).
+        let overflow = lost && age(self.full_at) <= rtt;
+        let stuck = self.full_since.is_some()
+            && age(self.full_since.map(|(t, _)| t)) >= STILL_FULL_RTTS * rtt
+            && age(self.last_event) >= STILL_FULL_RTTS * rtt;
+        (cut || overflow || stuck).then_some(stuck)
+    }
+
+    /// A report: queueing delay `q` (s), smoothed RTT, whether it reported loss, the delivery
+    /// rate `delivered` (bits/s). Returns the rate to pace at.
+    pub fn on_report(
+        &mut self,
+        now: Instant,
+        q: f64,
+        srtt: Duration,
+        lost: bool,
+        delivered: Option<f64>,
+    ) -> f64 {
+        let rtt = srtt.as_secs_f64().max(1e-4);
+        let nc = self.n * C_CUBIC;
+        match self.event(now, q, rtt, lost) {
+            Some(stuck) => {
+                let w = self.w;
+                self.w_max = if w < self.w_max {
+                    // Fast convergence: a flow cut below its last maximum lowers it.
+                    w * (1.0 + BETA) / 2.0
+                } else {
+                    w
+                };
+                if !stuck {
+                    // The epoch just ended: a converged CUBIC flow cut every T seconds peaks at
+                    // C·T³/(1 − β). The first interval runs from entering the mode: a part of
+                    // an epoch, so a lower bound on T.
+                    let last = self.last_overflow.unwrap_or(self.entered);
+                    if self.periods.len() == PERIODS {
+                        self.periods.pop_back();
+                    }
+                    self.periods
+                        .push_front(now.saturating_since(last).as_secs_f64());
+                    self.last_overflow = Some(now);
+                    if !self.periods.is_empty() {
+                        let t = self.periods.iter().sum::<f64>() / self.periods.len() as f64;
+                        // At most twice the window it had: a missed event makes one period
+                        // look twice as long and the target eight times as high.
+                        let target = (nc * t.powi(3) / (1.0 - BETA)).min(MAX_JUMP * w);
+                        self.w_max = self.w_max.max(target);
+                    }
+                }
+                self.w = (self.w_max * BETA).max(2.0);
+                self.k = (self.w_max * (1.0 - BETA) / nc).cbrt();
+                self.epoch = now;
+                self.last_event = Some(now);
+                self.armed = stuck;
+                self.full_at = None;
+                self.full_since = None;
+            }
+            None => {
+                let t = now.saturating_since(self.epoch).as_secs_f64();
+                self.w = (nc * (t - self.k).powi(3) + self.w_max).max(2.0);
+            }
+        }
+        let rate = self.w * self.packet_bits / rtt;
+        match delivered {
+            Some(d) => rate.min(MAX_OVER_DELIVERED * d),
+            None => rate,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PACKET: f64 = 12_000.0;
+
+    #[test]
+    fn the_rate_entered_with_is_kept_at_first() {
+        let srtt = Duration::from_millis(100);
+        let mut c = Compete::new(Instant::ZERO, 1.0, 40e6, srtt, PACKET, 0.05);
+        let r = c.on_report(Instant::ZERO, 0.05, srtt, false, None);
+        assert!((r / 40e6 - 1.0).abs() < 0.01, "{r}");
+    }
+
+    /// Reports every 10 ms for `secs`: the queue at 50 ms, full (100 ms) for the reports of
+    /// one RTT every `every` seconds and then falling to 60 ms (a competitor's cut).
+    fn drive(c: &mut Compete, t: &mut Instant, secs: f64, every: f64, loss: bool) -> f64 {
+        let srtt = Duration::from_millis(100);
+        let mut rate = 0.0;
+        let steps = (secs / 0.01) as u64;
+        let period = if every > 0.0 {
+            (every / 0.01) as u64
+        } else {
+            u64::MAX
+        };
+        for i in 0..steps {
+            *t += Duration::from_millis(10);
+            let phase = i % period;
+            let q = if every > 0.0 && phase < 10 {
+                0.1
+            } else if every > 0.0 && phase < 15 {
+                0.06
+            } else {
+                0.08
+            };
+            rate = c.on_report(*t, q, srtt, loss, None);
+        }
+        rate
+    }
+
+    #[test]
+    fn random_loss_is_not_an_event() {
+        // Loss in every report, but the queue never near its deepest: no events, and the
+        // window probes upward as CUBIC's does.
+        let srtt = Duration::from_millis(100);
+        let mut c = Compete::new(Instant::ZERO, 1.0, 40e6, srtt, PACKET, 0.1);
+        let mut t = Instant::ZERO;
+        let rate = drive(&mut c, &mut t, 5.0, 0.0, true);
+        assert!(rate > 40e6, "{rate}");
+    }
+
+    #[test]
+    fn cuts_every_t_seconds_put_the_window_on_cubics_converged_curve() {
+        let srtt = Duration::from_millis(100);
+        // Entering far below: after two epochs of 4 s the window peaks at 0.4·64/0.3 ≈ 85
+        // packets, as a CUBIC flow cut every 4 s does.
+        let mut c = Compete::new(Instant::ZERO, 1.0, 1e6, srtt, PACKET, 0.1);
+        let mut t = Instant::ZERO;
+        drive(&mut c, &mut t, 12.05, 4.0, false);
+        let expect = C_CUBIC * 64.0 / (1.0 - BETA);
+        assert!(
+            (c.w_max / expect - 1.0).abs() < 0.1,
+            "{} vs {expect}",
+            c.w_max
+        );
+        // `high` follows two flows' window.
+        let mut h = Compete::new(Instant::ZERO, 2.0, 1e6, srtt, PACKET, 0.1);
+        let mut t = Instant::ZERO;
+        drive(&mut h, &mut t, 12.05, 4.0, false);
+        assert!(
+            (h.w_max / c.w_max - 2.0).abs() < 0.2,
+            "{} vs {}",
+            h.w_max,
+            c.w_max
+        );
+    }
+
+    #[test]
+    fn a_queue_kept_full_with_nobody_cutting_is_cut_by_this_flow() {
+        let srtt = Duration::from_millis(100);
+        let mut c = Compete::new(Instant::ZERO, 1.0, 80e6, srtt, PACKET, 0.1);
+        let mut t = Instant::ZERO;
+        let before = c.on_report(t, 0.1, srtt, false, None);
+        for _ in 0..400 {
+            t += Duration::from_millis(10);
+            c.on_report(t, 0.1, srtt, false, None);
+        }
+        assert!(c.last_event.is_some());
+        assert!(c.w < before * 0.1 / PACKET, "{} {}", c.w, before);
+    }
+}

@@ -1,0 +1,278 @@
+//! A packet-level model of kernel TCP — Reno and CUBIC senders with SACK — so simulated
+//! scenarios can put loss-based TCP on the same bottleneck as Spate.
+//!
+//! | file | what |
+//! |---|---|
+//! | `window.rs` | the window laws: Reno, CUBIC (RFC 9438), HyStart |
+//! | `sender.rs` | scoreboard, RACK loss detection, recovery, retransmission timer |
+//! | `mod.rs` | the receiver (cumulative ACK + 3 SACK blocks per segment) and [`TcpFlow`] |
+//!
+//! What the model keeps from Linux because it decides how TCP shares a bottleneck: the initial
+//! window of 10, HyStart, unpaced sending (bursts clocked by ACKs), one reduction per loss
+//! episode, CUBIC's curve with fast convergence and its Reno-friendly region, RACK, a 200 ms
+//! minimum RTO. What it leaves out, and why that is safe for what the lab measures:
+//! delayed ACKs (Linux counts delivered segments, not ACKs, for window growth), PRR (same
+//! segments per round trip, sent a little burstier), TLP (tails only; the lab's TCP flows run
+//! for the whole scenario), the receive window (iperf3's autotuned buffers reach 6 MiB, more
+//! than the paths here need) and BBR (its model would have to be validated against the
+//! kernel's probing cycles; BBR runs through the emulator only). `docs/lab.md` compares the
+//! model with the kernel on the emulator and with the Mathis formula.
+
+mod sender;
+mod window;
+
+use std::collections::BTreeMap;
+
+pub use sender::{SenderStats, TcpSender, MSS};
+pub use window::Law;
+
+/// IP + TCP + timestamp option header bytes of every segment.
+pub const HEADER: u64 = 52;
+
+/// One ACK: cumulative acknowledgement and up to three SACK blocks `[from, to)`, in segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ack {
+    /// Every segment below this has arrived.
+    pub cum: u64,
+    /// SACK blocks above `cum`; the first holds the segment that triggered this ACK.
+    pub sack: [Option<(u64, u64)>; 3],
+}
+
+impl Ack {
+    /// IP bytes of this ACK: headers plus the SACK option (2 + 8 per block, padded to 4).
+    pub fn wire_bytes(&self) -> u64 {
+        let n = self.sack.iter().flatten().count() as u64;
+        HEADER + if n > 0 { 4 + 8 * n } else { 0 }
+    }
+}
+
+/// The receiving end: which segments arrived, and the ACK for each arrival.
+#[derive(Debug, Clone, Default)]
+pub struct TcpReceiver {
+    cum: u64,
+    /// Out-of-order blocks above `cum`, start → end.
+    blocks: BTreeMap<u64, u64>,
+}
+
+impl TcpReceiver {
+    /// Segment `seq` arrived: whether it is new, and the ACK to send.
+    pub fn on_segment(&mut self, seq: u64) -> (bool, Ack) {
+        let new = seq >= self.cum && !self.holds(seq);
+        if new {
+            self.insert(seq);
+        }
+        let mut sack = [None; 3];
+        let first = self.block_of(seq);
+        let mut n = 0;
+        if let Some(b) = first {
+            sack[0] = Some(b);
+            n = 1;
+        }
+        for (&s, &e) in &self.blocks {
+            if n == 3 {
+                break;
+            }
+            if Some((s, e)) != first {
+                sack[n] = Some((s, e));
+                n += 1;
+            }
+        }
+        (
+            new,
+            Ack {
+                cum: self.cum,
+                sack,
+            },
+        )
+    }
+
+    fn holds(&self, seq: u64) -> bool {
+        self.block_of(seq).is_some()
+    }
+
+    fn block_of(&self, seq: u64) -> Option<(u64, u64)> {
+        self.blocks
+            .range(..=seq)
+            .next_back()
+            .filter(|(_, &e)| seq < e)
+            .map(|(&s, &e)| (s, e))
+    }
+
+    fn insert(&mut self, seq: u64) {
+        let (mut s, mut e) = (seq, seq + 1);
+        if let Some((&ps, &pe)) = self.blocks.range(..seq).next_back() {
+            if pe == seq {
+                s = ps;
+                self.blocks.remove(&ps);
+            }
+        }
+        if let Some(ne) = self.blocks.remove(&e) {
+            e = ne;
+        }
+        if s == self.cum {
+            self.cum = e;
+        } else {
+            self.blocks.insert(s, e);
+        }
+    }
+
+    /// Segments received in order.
+    pub fn cum(&self) -> u64 {
+        self.cum
+    }
+}
+
+/// What a TCP flow puts on the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpPacket {
+    /// Segment `seq` with `len` payload bytes.
+    Data {
+        /// Segment number.
+        seq: u64,
+        /// Payload bytes.
+        len: u64,
+    },
+    /// An acknowledgement.
+    Ack(Ack),
+}
+
+/// Both ends of one simulated TCP connection.
+#[derive(Debug, Clone)]
+pub struct TcpFlow {
+    /// The sender, from the flow's start.
+    pub sender: Option<TcpSender>,
+    /// The receiver.
+    pub receiver: TcpReceiver,
+    law: Law,
+    /// Bytes to move (`u64::MAX`: until the end).
+    bytes: u64,
+    /// Distinct payload bytes received.
+    pub delivered: u64,
+}
+
+impl TcpFlow {
+    /// A flow moving `bytes` (0: until the scenario ends) with `law`.
+    pub fn new(law: Law, bytes: u64) -> Self {
+        TcpFlow {
+            sender: None,
+            receiver: TcpReceiver::default(),
+            law,
+            bytes: if bytes == 0 { u64::MAX } else { bytes },
+            delivered: 0,
+        }
+    }
+
+    /// Open the connection (the handshake is not modelled: data leaves at once).
+    pub fn start(&mut self) {
+        let segments = if self.bytes == u64::MAX {
+            u64::MAX
+        } else {
+            self.bytes.div_ceil(MSS)
+        };
+        self.sender = Some(TcpSender::new(self.law, segments));
+    }
+
+    /// Payload bytes of segment `seq`.
+    pub fn segment_len(&self, seq: u64) -> u64 {
+        if self.bytes == u64::MAX {
+            MSS
+        } else {
+            MSS.min(self.bytes - seq * MSS)
+        }
+    }
+
+    /// Every byte arrived.
+    pub fn is_complete(&self) -> bool {
+        self.bytes != u64::MAX && self.receiver.cum() * MSS >= self.bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spate_proto::Instant;
+
+    #[test]
+    fn receiver_acks_in_order_and_reports_blocks() {
+        let mut r = TcpReceiver::default();
+        assert_eq!(
+            r.on_segment(0),
+            (
+                true,
+                Ack {
+                    cum: 1,
+                    sack: [None; 3]
+                }
+            )
+        );
+        let (new, a) = r.on_segment(3);
+        assert!(new);
+        assert_eq!(a.cum, 1);
+        assert_eq!(a.sack[0], Some((3, 4)));
+        let (_, a) = r.on_segment(5);
+        assert_eq!(a.sack, [Some((5, 6)), Some((3, 4)), None]);
+        let (_, a) = r.on_segment(4);
+        assert_eq!(a.sack, [Some((3, 6)), None, None]);
+        assert!(!r.on_segment(4).0, "a duplicate is not new");
+        let (_, a) = r.on_segment(1);
+        assert_eq!(a.cum, 2);
+        let (_, a) = r.on_segment(2);
+        assert_eq!(
+            a,
+            Ack {
+                cum: 6,
+                sack: [None; 3]
+            }
+        );
+    }
+
+    /// Drive a sender and receiver by hand over a path that drops chosen transmissions.
+    fn run(drop: impl Fn(u64) -> bool, segments: u64) -> SenderStats {
+        let mut s = TcpSender::new(Law::Cubic, segments);
+        let mut r = TcpReceiver::default();
+        let rtt = core::time::Duration::from_millis(10);
+        let mut now = Instant::ZERO;
+        let mut n = 0u64;
+        for _ in 0..10_000 {
+            if s.is_done() {
+                return s.stats();
+            }
+            let mut acks = Vec::new();
+            while let Some(seq) = s.poll_transmit(now) {
+                n += 1;
+                if !drop(n) {
+                    acks.push(r.on_segment(seq).1);
+                }
+            }
+            now += rtt;
+            if acks.is_empty() {
+                now = now.max(s.poll_timeout().unwrap_or(now));
+                s.handle_timeout(now);
+            }
+            for a in acks {
+                s.on_ack(now, &a);
+            }
+        }
+        panic!("transfer did not finish");
+    }
+
+    #[test]
+    fn sack_recovery_repairs_scattered_losses_without_timeout() {
+        let st = run(|n| n % 17 == 5, 2000);
+        assert!(st.retransmitted > 0);
+        assert_eq!(st.timeouts, 0, "{st:?}");
+    }
+
+    #[test]
+    fn a_lost_retransmission_is_found_again() {
+        // Transmission 20 is the first retransmission of the lost transmission 5.
+        let st = run(|n| n == 5 || n == 20, 200);
+        assert!(st.retransmitted >= 2, "{st:?}");
+    }
+
+    #[test]
+    fn a_silent_path_times_out_and_recovers() {
+        let st = run(|n| (30..400).contains(&n), 300);
+        assert!(st.timeouts >= 1, "{st:?}");
+    }
+}

@@ -1,0 +1,358 @@
+//! The TCP model's sender: a SACK scoreboard, RACK loss detection, one window reduction per
+//! recovery episode, and the retransmission timer.
+//!
+//! # In a nutshell
+//!
+//! ```text
+//! segment states:  InFlight ─SACK/ACK─► Delivered
+//!                     │ RACK: sent reo_wnd before a delivered one, or RTO
+//!                     ▼
+//!                   Lost ─retransmit─► InFlight
+//! pipe   = segments InFlight (RFC 6675's estimate; SACKed and lost ones are not in it)
+//! send   while pipe < cwnd: lost segments first (lowest first), then new ones — unpaced, as
+//!        Linux sends CUBIC and Reno without the fq qdisc: a burst per ACK, spaced by the ACKs
+//! RACK   reo_wnd = min_rtt/4 (RFC 8985): a segment sent more than reo_wnd before the latest
+//!        sent segment known delivered is lost; transmissions are kept in send order, so a lost
+//!        retransmission is found the same way
+//! loss   first loss outside a recovery episode: the window law reduces once, recovery lasts
+//!        until everything sent before it is acknowledged
+//! RTO    srtt + max(4·rttvar, 200 ms) after the last progress (Linux's minimum), doubling on
+//!        repeats: everything in flight is lost, the window restarts at one segment
+//! ```
+//!
+//! Sequence numbers count segments, not bytes: every segment but a bounded flow's last carries
+//! [`MSS`] bytes. Delayed ACKs, TLP, PRR and the receive window are left out (see `mod.rs`).
+
+use core::time::Duration;
+use std::collections::VecDeque;
+
+use spate_proto::Instant;
+
+use super::window::{Acked, Law, Window};
+use super::Ack;
+
+/// Segment payload, bytes: a 1500-byte MTU less IP, TCP and timestamp-option headers.
+pub const MSS: u64 = 1448;
+/// Linux's minimum retransmission timeout.
+const MIN_RTO: Duration = Duration::from_millis(200);
+/// Initial retransmission timeout (RFC 6298).
+const INITIAL_RTO: Duration = Duration::from_secs(1);
+/// Longest retransmission timeout (Linux `TCP_RTO_MAX`).
+const MAX_RTO: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    InFlight,
+    Lost,
+    Delivered,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    state: State,
+    /// Time of its latest transmission.
+    sent: Instant,
+    /// Number of its latest transmission (send order).
+    tx: u64,
+    retransmitted: bool,
+}
+
+/// Counters for the flow's report.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SenderStats {
+    /// Segments sent, including retransmissions.
+    pub sent: u64,
+    /// Retransmissions.
+    pub retransmitted: u64,
+    /// Segments declared lost.
+    pub lost: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+}
+
+/// One TCP sender.
+#[derive(Debug, Clone)]
+pub struct TcpSender {
+    window: Window,
+    /// Segments to send in all (`u64::MAX`: unbounded).
+    total: u64,
+    cum_ack: u64,
+    next_seq: u64,
+    /// Segments `cum_ack..next_seq`.
+    board: VecDeque<Segment>,
+    /// Transmissions in send order: (number, time, segment).
+    sends: VecDeque<(u64, Instant, u64)>,
+    /// Transmissions so far.
+    tx: u64,
+    /// Segments above `cum_ack` known delivered (SACKed).
+    sacked: u64,
+    /// Lost segments awaiting retransmission (may hold segments since delivered).
+    retx: VecDeque<u64>,
+    pipe: u64,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    rto: Duration,
+    min_rtt: Duration,
+    /// The latest transmission known delivered: (number, time) (RACK).
+    rack: Option<(u64, Instant)>,
+    /// Recovery lasts until `cum_ack` reaches this.
+    recovery_until: Option<u64>,
+    /// The retransmission timer's deadline.
+    rto_at: Option<Instant>,
+    stats: SenderStats,
+}
+
+impl TcpSender {
+    /// A sender of `total` segments (`u64::MAX` for "until the end") using `law`.
+    pub fn new(law: Law, total: u64) -> Self {
+        TcpSender {
+            window: Window::new(law),
+            total,
+            cum_ack: 0,
+            next_seq: 0,
+            board: VecDeque::new(),
+            sends: VecDeque::new(),
+            tx: 0,
+            sacked: 0,
+            retx: VecDeque::new(),
+            pipe: 0,
+            srtt: None,
+            rttvar: Duration::ZERO,
+            rto: INITIAL_RTO,
+            min_rtt: Duration::MAX,
+            rack: None,
+            recovery_until: None,
+            rto_at: None,
+            stats: SenderStats::default(),
+        }
+    }
+
+    /// Every segment acknowledged.
+    pub fn is_done(&self) -> bool {
+        self.cum_ack >= self.total
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> SenderStats {
+        self.stats
+    }
+
+    /// Smoothed RTT, once measured.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+
+    /// Congestion window, segments.
+    pub fn cwnd(&self) -> f64 {
+        self.window.cwnd
+    }
+
+    /// The next segment to put on the wire now, if the window allows one.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<u64> {
+        if (self.pipe as f64) >= self.window.cwnd.floor().max(1.0) {
+            return None;
+        }
+        let (seq, again) = loop {
+            match self.retx.pop_front() {
+                Some(s) if s >= self.cum_ack && self.seg(s).state == State::Lost => {
+                    break (s, true)
+                }
+                Some(_) => continue,
+                None if self.next_seq < self.total => {
+                    self.board.push_back(Segment {
+                        state: State::Lost,
+                        sent: now,
+                        tx: 0,
+                        retransmitted: false,
+                    });
+                    self.next_seq += 1;
+                    break (self.next_seq - 1, false);
+                }
+                None => return None,
+            }
+        };
+        let i = (seq - self.cum_ack) as usize;
+        let seg = &mut self.board[i];
+        if again {
+            seg.retransmitted = true;
+            self.stats.retransmitted += 1;
+        }
+        seg.state = State::InFlight;
+        seg.sent = now;
+        self.tx += 1;
+        seg.tx = self.tx;
+        self.pipe += 1;
+        self.stats.sent += 1;
+        self.sends.push_back((self.tx, now, seq));
+        if self.rto_at.is_none() {
+            self.rto_at = Some(now + self.rto);
+        }
+        Some(seq)
+    }
+
+    fn seg(&self, seq: u64) -> &Segment {
+        &self.board[(seq - self.cum_ack) as usize]
+    }
+
+    /// When the sender next needs a timeout call.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.rto_at
+    }
+
+    /// An ACK arrived.
+    pub fn on_ack(&mut self, now: Instant, ack: &Ack) {
+        let mut delivered = 0u64;
+        let mut rtt = None;
+        let mut newest: Option<(u64, Instant)> = None;
+        let mut deliver = |s: &mut Segment, pipe: &mut u64| {
+            if s.state == State::Delivered {
+                return false;
+            }
+            if s.state == State::InFlight {
+                *pipe -= 1;
+            }
+            s.state = State::Delivered;
+            delivered += 1;
+            newest = Some(newest.map_or((s.tx, s.sent), |n| n.max((s.tx, s.sent))));
+            if !s.retransmitted {
+                // Karn: only segments sent once give RTT samples.
+                let r = now.saturating_since(s.sent);
+                rtt = Some(rtt.map_or(r, |x: Duration| x.min(r)));
+            }
+            true
+        };
+        for &(from, to) in ack.sack.iter().flatten() {
+            let (from, to) = (from.max(self.cum_ack), to.min(self.next_seq));
+            for seq in from..to {
+                let i = (seq - self.cum_ack) as usize;
+                if deliver(&mut self.board[i], &mut self.pipe) {
+                    self.sacked += 1;
+                }
+            }
+        }
+        let advanced = ack.cum.min(self.next_seq).saturating_sub(self.cum_ack);
+        for _ in 0..advanced {
+            if let Some(mut s) = self.board.pop_front() {
+                if !deliver(&mut s, &mut self.pipe) {
+                    self.sacked -= 1;
+                }
+            }
+            self.cum_ack += 1;
+        }
+        if let Some(r) = rtt {
+            self.on_rtt(r);
+        }
+        if let Some(n) = newest {
+            self.rack = Some(self.rack.map_or(n, |r| r.max(n)));
+        }
+        self.detect_losses();
+        if self.recovery_until.is_some_and(|p| self.cum_ack >= p) {
+            self.recovery_until = None;
+        }
+        if delivered > 0 && self.recovery_until.is_none() {
+            let srtt = self.srtt.unwrap_or(INITIAL_RTO);
+            self.window.on_ack(&Acked {
+                now,
+                segments: delivered,
+                rtt,
+                srtt,
+                min_rtt: self.min_rtt,
+                cum_ack: self.cum_ack,
+                next_seq: self.next_seq,
+            });
+        }
+        if advanced > 0 || delivered > 0 {
+            self.rto_at = (self.pipe > 0 || !self.retx.is_empty()).then(|| now + self.rto);
+        }
+    }
+
+    fn on_rtt(&mut self, r: Duration) {
+        self.min_rtt = self.min_rtt.min(r);
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            Some(s) => {
+                let diff = s.abs_diff(r);
+                self.rttvar = (self.rttvar * 3 + diff) / 4;
+                self.srtt = Some((s * 7 + r) / 8);
+            }
+        }
+        let srtt = self.srtt.unwrap_or(r);
+        self.rto = (srtt + (self.rttvar * 4).max(MIN_RTO)).min(MAX_RTO);
+    }
+
+    /// RACK: transmissions sent before the newest delivered one, by more than the reordering
+    /// window, are lost. As in Linux before any reordering is seen, the window is zero once
+    /// three segments are SACKed or recovery has begun (the classic three duplicate ACKs).
+    fn detect_losses(&mut self) {
+        let Some((rack_tx, rack_time)) = self.rack else {
+            return;
+        };
+        let reo_wnd = if self.sacked >= 3 || self.recovery_until.is_some() {
+            Duration::ZERO
+        } else if self.min_rtt == Duration::MAX {
+            return;
+        } else {
+            self.min_rtt / 4
+        };
+        let mut congestion = false;
+        while let Some(&(tx, sent, seq)) = self.sends.front() {
+            if seq < self.cum_ack {
+                self.sends.pop_front();
+                continue;
+            }
+            let i = (seq - self.cum_ack) as usize;
+            let s = self.board[i];
+            // An entry for an earlier transmission of a segment sent again since: stale.
+            if s.state != State::InFlight || s.tx != tx {
+                self.sends.pop_front();
+                continue;
+            }
+            if tx >= rack_tx || (!reo_wnd.is_zero() && sent + reo_wnd >= rack_time) {
+                break;
+            }
+            self.sends.pop_front();
+            self.board[i].state = State::Lost;
+            self.pipe -= 1;
+            self.stats.lost += 1;
+            insert_sorted(&mut self.retx, seq);
+            congestion = true;
+        }
+        if congestion && self.recovery_until.is_none() {
+            self.window.on_congestion();
+            self.recovery_until = Some(self.next_seq);
+        }
+    }
+
+    /// Time passes; the retransmission timer may fire.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.rto_at.is_none_or(|t| now < t) {
+            return;
+        }
+        self.stats.timeouts += 1;
+        for (k, s) in self.board.iter_mut().enumerate() {
+            if s.state == State::InFlight {
+                s.state = State::Lost;
+                self.stats.lost += 1;
+                insert_sorted(&mut self.retx, self.cum_ack + k as u64);
+            }
+        }
+        self.sends.clear();
+        self.pipe = 0;
+        self.window.on_timeout();
+        self.recovery_until = Some(self.next_seq);
+        self.rto = (self.rto * 2).min(MAX_RTO);
+        self.rto_at = Some(now + self.rto);
+    }
+}
+
+/// Keep the retransmission queue in sequence order (losses are mostly found in order, so this
+/// is an append).
+fn insert_sorted(q: &mut VecDeque<u64>, seq: u64) {
+    let at = q.partition_point(|&s| s < seq);
+    if q.get(at) != Some(&seq) {
+        q.insert(at, seq);
+    }
+}

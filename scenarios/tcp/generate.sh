@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Writes the sharing-with-TCP matrix of issue 19: one Spate flow (policy fair, high or low;
+# fair and high with `compete = true`) and one kernel TCP flow (CUBIC or BBR) on 100 Mbit/s,
+# 50 ms RTT, a drop-tail buffer of 1 or 4 BDP (50 or 200 ms), started together or with TCP
+# first and Spate 10 s later; 60 s, shares measured over the last 30 s. The `bbr` files run
+# in the emulator only (the simulator has no BBR model); the `cubic` ones in both.
+# Usage: scenarios/tcp/generate.sh
+set -euo pipefail
+cd "$(dirname "$0")"
+for policy in fair high low; do
+  for tcp in cubic bbr; do
+    for bdp in 1 4; do
+      for start in together tcp-first; do
+        queue=$(( bdp * 50 ))
+        spate_start=0.0
+        [ "$start" = tcp-first ] && spate_start=10.0
+        compete=""
+        [ "$policy" != low ] && compete=$'\ncompete = true'
+        cat > "${policy}-${tcp}-${bdp}bdp-${start}.toml" <<TOML
+# Issue 19: Spate ${policy} and kernel ${tcp} share 100 Mbit/s, 50 ms, ${bdp}xBDP buffer; ${start}.
+# Bound: Spate's share of the last 30 s within 40-60 % (fair), 55-75 % (high), at most 10 % (low).
+name = "${policy} vs ${tcp}, ${bdp}xBDP, ${start}"
+seed = 1
+duration_s = 60.0
+fairness_from_s = 30.0
+
+[[path.phase]]
+at_s = 0.0
+rate_mbps = 100.0
+rtt_ms = 50.0
+queue_ms = ${queue}.0
+
+[[flow]]
+start_s = ${spate_start}
+protocol = "spate"
+policy = "${policy}"${compete}
+
+[[flow]]
+start_s = 0.0
+protocol = "${tcp}"
+TOML
+      done
+    done
+  done
+done
