@@ -138,6 +138,33 @@ impl EmuReport {
     }
 }
 
+/// Each flow's share of the fairness window, and for Spate flows the time they competed:
+/// `spate fair 50.6 % (36 s competing), cubic 49.4 %` (`-` with one flow).
+fn shares(r: &EmuReport) -> String {
+    if r.flows.len() < 2 {
+        return "-".into();
+    }
+    let each: Vec<String> = r
+        .flows
+        .iter()
+        .map(|f| {
+            let who = if f.protocol == "spate" {
+                format!("spate {}", f.policy)
+            } else {
+                f.protocol.clone()
+            };
+            let share = f
+                .share
+                .map_or("-".into(), |x| format!("{:.1} %", x * 100.0));
+            match f.competitive_mode_s.filter(|&c| c > 0.0) {
+                Some(c) => format!("{who} {share} ({c:.0} s competing)"),
+                None => format!("{who} {share}"),
+            }
+        })
+        .collect();
+    each.join(", ")
+}
+
 /// A Markdown table of many runs: one row per run, per phase its utilization, time to adapt
 /// and queueing delay, then total goodput and CPU. Runs are grouped by scenario in the order
 /// given.
@@ -167,11 +194,11 @@ pub fn markdown(runs: &[EmuReport]) -> String {
                 k + 1
             );
         }
-        out += " CPU %/Gbit/s send/recv |\n|---|---|";
+        out += " CPU %/Gbit/s send/recv | shares of the fairness window |\n|---|---|";
         for _ in 0..phases {
             out += "---|---|---|";
         }
-        out += "---|\n";
+        out += "---|---|\n";
         for r in &group {
             let goodput: f64 = r.flows.iter().map(|f| f.goodput_mbps).sum();
             out += &format!("| {} | {:.1} |", r.label, goodput);
@@ -201,7 +228,7 @@ pub fn markdown(runs: &[EmuReport]) -> String {
                     )
                 })
                 .collect();
-            out += &format!(" {} |", cpu.join(", "));
+            out += &format!(" {} | {} |", cpu.join(", "), shares(r));
             if let Some(e) = r.flows.iter().find_map(|f| f.error.as_ref()) {
                 out += &format!(" *failed: {}*", e.replace('|', "/"));
             }

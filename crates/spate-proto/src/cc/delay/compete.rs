@@ -4,15 +4,18 @@
 //!
 //! ```text
 //! event   the competitor cut: the queue falls below q_full − 2·slack within 3 RTTs of being
-//!         full (q ≥ q_full − slack; slack = max(2 ms, q_full/10)), or the queue has stayed
-//!         full at its deepest for 30 RTTs with nobody cutting (then this flow cuts alone)
+//!         full (q ≥ q_full − slack; slack = max(2 ms, q_full/10)), or this flow's loss with
+//!         the queue full, or the queue has stayed full at its deepest for 15 RTTs with
+//!         nobody cutting (then this flow cuts alone); one event per episode (4 RTTs, and the
+//!         queue must fall below the cut level before the next)
 //! q_full  the deepest queue seen in this mode: the buffer's size once it has overflowed
 //! T       seconds between the last events (mean of the last 2 intervals)
 //! W(t)    a CUBIC window in packets, t = time since the last event (RFC 9438):
 //!             W(t) = N·C·(t − K)³ + W_max,   K = ∛(W_max·(1 − β) / (N·C)),  C = 0.4, β = 0.7
-//! event:  W_max ← max(W, N·C·T³/(1 − β)) (a flow that is shorter, by fast convergence less),
-//!         W ← β·W_max
-//! rate    = W · packet / srtt,  at most 1.25·D;  N = 1 `fair`, 2 `high`
+//! event:  W_max ← max(W, min(N·C·T³/(1 − β), W/β)) (below W by fast convergence),
+//!         W ← β·W_max   (never above W)
+//! rate    = W · packet / srtt;  W ≤ 1.25·D·srtt (not grown past what the path carries);
+//!         N = 1 `fair`, 2 `high`
 //! ```
 //!
 //! Against a buffer-filler every flow's share is its share of the queue, and the competitor
@@ -59,13 +62,16 @@ const DROP_SLACKS: f64 = 2.0;
 const OVERFLOW_WINDOW_RTTS: f64 = 3.0;
 /// A queue full at its deepest level for this long without a break, RTTs, counts as an event
 /// too: nobody else is cutting, so this flow is what keeps it full (a TCP competitor at its
-/// old maximum overflows the buffer within a few RTTs of reaching it, or is starved).
-const STILL_FULL_RTTS: f64 = 30.0;
+/// old maximum overflows the buffer within a few RTTs of reaching it, or is starved). This
+/// flow's own drains do not restart the count.
+const STILL_FULL_RTTS: f64 = 15.0;
 /// Events closer than this many RTTs are one overflow episode.
 const EPISODE_RTTS: f64 = 4.0;
 /// The converged curve's maximum is taken at most up to this multiple of the window at the
-/// event.
-const MAX_JUMP: f64 = 2.0;
+/// event: 1/β, so the window after an event (β·W_max) is never above the window before it.
+/// (With 2 an event could raise the window by 40 %: next to a CUBIC flow already starving,
+/// the events this flow's own losses made grew it until CUBIC timed out.)
+const MAX_JUMP: f64 = 1.0 / BETA;
 /// Intervals between events averaged into T.
 const PERIODS: usize = 2;
 /// The rate is at most this multiple of what the receiver saw delivered (RFC 5348 limits TFRC
@@ -136,7 +142,6 @@ impl Compete {
     pub fn quiet_until(&mut self, until: Instant) {
         self.quiet_until = self.quiet_until.max(until);
         self.full_at = None;
-        self.full_since = None;
     }
 
     /// Whether this report shows an event (see the module doc).
@@ -213,8 +218,8 @@ impl Compete {
                     self.last_overflow = Some(now);
                     if !self.periods.is_empty() {
                         let t = self.periods.iter().sum::<f64>() / self.periods.len() as f64;
-                        // At most twice the window it had: a missed event makes one period
-                        // look twice as long and the target eight times as high.
+                        // Bounded (MAX_JUMP): a missed event makes one period look twice as
+                        // long and the target eight times as high.
                         let target = (nc * t.powi(3) / (1.0 - BETA)).min(MAX_JUMP * w);
                         self.w_max = self.w_max.max(target);
                     }
@@ -232,11 +237,13 @@ impl Compete {
                 self.w = (nc * (t - self.k).powi(3) + self.w_max).max(2.0);
             }
         }
-        let rate = self.w * self.packet_bits / rtt;
-        match delivered {
-            Some(d) => rate.min(MAX_OVER_DELIVERED * d),
-            None => rate,
+        if let Some(d) = delivered {
+            // Window validation (as RFC 7661 for TCP): a window the path does not carry is
+            // not grown, or a later cut would cut only the excess and change nothing.
+            let carried = MAX_OVER_DELIVERED * d * rtt / self.packet_bits;
+            self.w = self.w.min(carried.max(2.0));
         }
+        self.w * self.packet_bits / rtt
     }
 }
 
@@ -294,11 +301,11 @@ mod tests {
     #[test]
     fn cuts_every_t_seconds_put_the_window_on_cubics_converged_curve() {
         let srtt = Duration::from_millis(100);
-        // Entering far below: after two epochs of 4 s the window peaks at 0.4·64/0.3 ≈ 85
+        // Entering far below: after some epochs of 4 s the window peaks at 0.4·64/0.3 ≈ 85
         // packets, as a CUBIC flow cut every 4 s does.
         let mut c = Compete::new(Instant::ZERO, 1.0, 1e6, srtt, PACKET, 0.1);
         let mut t = Instant::ZERO;
-        drive(&mut c, &mut t, 12.05, 4.0, false);
+        drive(&mut c, &mut t, 40.05, 4.0, false);
         let expect = C_CUBIC * 64.0 / (1.0 - BETA);
         assert!(
             (c.w_max / expect - 1.0).abs() < 0.1,
@@ -308,7 +315,7 @@ mod tests {
         // `high` follows two flows' window.
         let mut h = Compete::new(Instant::ZERO, 2.0, 1e6, srtt, PACKET, 0.1);
         let mut t = Instant::ZERO;
-        drive(&mut h, &mut t, 12.05, 4.0, false);
+        drive(&mut h, &mut t, 40.05, 4.0, false);
         assert!(
             (h.w_max / c.w_max - 2.0).abs() < 0.2,
             "{} vs {}",

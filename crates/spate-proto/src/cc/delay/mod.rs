@@ -80,10 +80,40 @@
 //!   shrinks to three report gaps and growth's loop delay `L` with it, one doubling per 3 ms.
 //!   Growth never outruns the filter: a queue that appears stops it within one window.
 //!
+//! # Modes: sharing with loss-based TCP (`compete`, off by default)
+//!
+//! Against a sender that fills the buffer until it overflows (CUBIC, Reno) a flow that holds
+//! α bytes yields: the queue it steers to is the competitor's, and `D = α/q` shrinks as the
+//! competitor's queue grows (15 % of 100 Mbit/s next to one CUBIC flow in a 4×BDP buffer). A
+//! flow configured to compete (`RateConfig::compete`, `fair` and `high` only; `low` always
+//! yields) switches to competitive mode (`compete.rs`) when a drain cannot empty the queue:
+//!
+//! ```text
+//!             judged drain leaves q_min > q0/4          (every 8 s while delay-based;
+//!   ┌───────┐ ─────────────────────────────────────►  ┌─────────────┐   a drain is judged
+//!   │ delay │                                          │ competitive │   when it starts
+//!   └───────┘ ◄─────────────────────────────────────  └─────────────┘   from q0 ≥ 2 ms,
+//!             two judged drains in a row empty it       (drains every 8 s) at most every 4 s)
+//! ```
+//!
+//! A judged drain holds the queue empty 20 ms (two report gaps) so that a report sees it. In
+//! competitive mode the floor is kept (not left to expire into the competitor's standing
+//! queue) and the rate follows a paced CUBIC window cut when the competitor cuts (`compete.rs`
+//! has its nutshell). Entering, the flow starts from half the larger of the path's rate
+//! measured by the drain (bits it removed / how far the queue fell) and its own peak delivery
+//! of the last 30 s (two thirds for `high`).
+//!
+//! Why it is off by default: the drain test needs the other Spate flows to drain at the same
+//! moment, which they do when their delay floors were taken together (flows that start
+//! together). Flows that started seconds apart drain one at a time, each leaves the others'
+//! α standing, and each takes the others for a competitor (four `fair` flows started 2 s apart
+//! at 200 Mbit/s: Jain 0.88 instead of 0.9995); so does a flow whose floor went stale when the
+//! path got longer. `docs/design.md` ("Sharing with TCP") lists what was tried.
+//!
 //! What it deliberately ignores: ECN (not yet reported), per-packet delay variation (one
-//! sample per feedback; the minimum over three reports rejects transient spikes), and loss-based
-//! competition (against loss-based TCP a delay-based flow yields; `fixed` and `high` exist for
-//! that).
+//! sample per feedback; the minimum over three reports rejects transient spikes), and BBR as a
+//! competitor (it does not cut on loss: competitive mode has no event to follow; see
+//! docs/design.md).
 
 mod compete;
 mod filters;
