@@ -14,7 +14,7 @@ use spate_proto::{Instant, Receiver, ReceiverConfig};
 
 use crate::flow::{Flow, SimFlow, TcpSim};
 use crate::metrics::Recorder;
-use crate::report::{jain, kib_per_gib, round, FlowReport, Report, TimeSeries};
+use crate::report::{jain, kib_per_gib, round, window_shares, FlowReport, Report, TimeSeries};
 use crate::scenario::Scenario;
 use crate::tcp::{TcpPacket, HEADER as TCP_HEADER, MSS};
 
@@ -420,10 +420,9 @@ impl Engine<'_> {
             return (None, None);
         }
         let x = self.rec.goodputs_between(from, to);
-        let total: f64 = x.iter().sum();
-        for (f, &g) in flows.iter_mut().zip(&x) {
-            f.window_goodput_mbps = Some(round(g / 1e6, 3));
-            f.share = (total > 0.0).then(|| round(g / total, 4));
+        for (f, (mbps, share)) in flows.iter_mut().zip(window_shares(&x)) {
+            f.window_goodput_mbps = Some(mbps);
+            f.share = share;
         }
         let window = Some([round(from.as_secs_f64(), 6), round(to.as_secs_f64(), 6)]);
         (jain(&x), window)

@@ -173,6 +173,18 @@ pub fn jain(x: &[f64]) -> Option<f64> {
     Some(round(sum * sum / (x.len() as f64 * sq), 4))
 }
 
+/// Each flow's goodput in the fairness window (Mbit/s, rounded) and its share of all flows'
+/// (rounded to 4 digits; `None` when nothing was delivered), from goodputs in bits/s.
+pub fn window_shares(x: &[f64]) -> impl Iterator<Item = (f64, Option<f64>)> + '_ {
+    let total: f64 = x.iter().sum();
+    x.iter().map(move |&g| {
+        (
+            round(g / 1e6, 3),
+            (total > 0.0).then(|| round(g / total, 4)),
+        )
+    })
+}
+
 /// Feedback KiB per GiB delivered (0 when nothing was delivered).
 pub fn kib_per_gib(feedback_bytes: u64, delivered_bytes: u64) -> f64 {
     if delivered_bytes == 0 {

@@ -349,10 +349,9 @@ fn fairness(
         return (None, None);
     }
     let x = rec.goodputs_between(from, end);
-    let total: f64 = x.iter().sum();
-    for (f, &g) in flows.iter_mut().zip(&x) {
-        f.window_goodput_mbps = Some(round(g / 1e6, 3));
-        f.share = (total > 0.0).then(|| round(g / total, 4));
+    for (f, (mbps, share)) in flows.iter_mut().zip(spate_sim::report::window_shares(&x)) {
+        f.window_goodput_mbps = Some(mbps);
+        f.share = share;
     }
     let window = Some([round(from.as_secs_f64(), 3), round(end.as_secs_f64(), 3)]);
     (jain(&x), window)
