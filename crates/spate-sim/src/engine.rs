@@ -147,18 +147,26 @@ impl Engine<'_> {
         t
     }
 
-    /// Push one datagram through the path; it arrives (once or twice) or is counted as lost.
-    fn send(&mut self, flow: u32, to_receiver: bool, wire_bytes: u64, body: impl Fn() -> Body) {
-        let now = self.now;
+    /// Push one datagram of `wire_bytes` through the path; it arrives (once or twice) or is
+    /// counted as lost. `body` makes each copy's contents, from the buffer pool and the send
+    /// buffer.
+    fn send(
+        &mut self,
+        flow: u32,
+        to_receiver: bool,
+        wire_bytes: u64,
+        mut body: impl FnMut(&mut Vec<Vec<u8>>, &[u8]) -> Body,
+    ) {
         let dir = if to_receiver {
             Direction::Forward
         } else {
             Direction::Reverse
         };
-        let fate = self.path.send(now, dir, wire_bytes, || Datagram {
+        let (pool, buf) = (&mut self.pool, &self.buf);
+        let fate = self.path.send(self.now, dir, wire_bytes, || Datagram {
             flow,
             to_receiver,
-            body: body(),
+            body: body(pool, buf),
         });
         if to_receiver {
             self.record(fate);
@@ -178,28 +186,13 @@ impl Engine<'_> {
     /// `pool`: no allocation per packet once the pool holds as many buffers as packets are
     /// ever in flight.
     fn send_spate(&mut self, flow: u32, to_receiver: bool, len: usize) {
-        let now = self.now;
-        let dir = if to_receiver {
-            Direction::Forward
-        } else {
-            Direction::Reverse
-        };
-        let (pool, buf) = (&mut self.pool, &self.buf);
-        let fate = self
-            .path
-            .send(now, dir, (len + IP_UDP_OVERHEAD) as u64, || {
-                let mut bytes = pool.pop().unwrap_or_default();
-                bytes.clear();
-                bytes.extend_from_slice(&buf[..len]);
-                Datagram {
-                    flow,
-                    to_receiver,
-                    body: Body::Spate(bytes),
-                }
-            });
-        if to_receiver {
-            self.record(fate);
-        }
+        let wire = (len + IP_UDP_OVERHEAD) as u64;
+        self.send(flow, to_receiver, wire, |pool, buf| {
+            let mut bytes = pool.pop().unwrap_or_default();
+            bytes.clear();
+            bytes.extend_from_slice(&buf[..len]);
+            Body::Spate(bytes)
+        });
     }
 
     fn transmit_all(&mut self) {
@@ -267,7 +260,7 @@ impl Engine<'_> {
             let rate = s.cwnd() * (MSS + TCP_HEADER) as f64 * 8.0 / f.srtt_s();
             self.rec.on_sent(i, now, rate as u64);
             let len = f.tcp.segment_len(seq);
-            self.send(i as u32, true, len + TCP_HEADER, || {
+            self.send(i as u32, true, len + TCP_HEADER, |_, _| {
                 Body::Tcp(TcpPacket::Data { seq, len })
             });
         }
@@ -313,7 +306,7 @@ impl Engine<'_> {
                 if f.tcp.is_complete() && f.completed_at.is_none() {
                     f.completed_at = Some(now);
                 }
-                self.send(i as u32, false, ack.wire_bytes(), || {
+                self.send(i as u32, false, ack.wire_bytes(), |_, _| {
                     Body::Tcp(TcpPacket::Ack(ack))
                 });
             }

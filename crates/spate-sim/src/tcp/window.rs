@@ -111,19 +111,17 @@ impl Window {
 
     /// Segments were newly delivered.
     pub fn on_ack(&mut self, a: &Acked) {
-        let (now, rtt, srtt, min_rtt, cum_ack, next_seq) =
-            (a.now, a.rtt, a.srtt, a.min_rtt, a.cum_ack, a.next_seq);
         let acked = a.segments as f64;
         if self.cwnd < self.ssthresh {
             if self.law == Law::Cubic {
-                self.hystart(now, rtt, min_rtt, cum_ack, next_seq);
+                self.hystart(a);
             }
             self.cwnd += acked;
             return;
         }
         match self.law {
             Law::Reno => self.cwnd += acked / self.cwnd,
-            Law::Cubic => self.cubic(now, acked, srtt),
+            Law::Cubic => self.cubic(a.now, acked, a.srtt),
         }
     }
 
@@ -148,14 +146,9 @@ impl Window {
         }
     }
 
-    fn hystart(
-        &mut self,
-        now: Instant,
-        rtt: Option<Duration>,
-        min_rtt: Duration,
-        cum_ack: u64,
-        next_seq: u64,
-    ) {
+    fn hystart(&mut self, a: &Acked) {
+        let (now, rtt, min_rtt, cum_ack, next_seq) =
+            (a.now, a.rtt, a.min_rtt, a.cum_ack, a.next_seq);
         let h = &mut self.hystart;
         if cum_ack >= h.round_end || h.round_start.is_none() {
             h.round_end = next_seq;

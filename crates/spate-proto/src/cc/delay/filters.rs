@@ -70,6 +70,28 @@ impl WindowedMin {
     }
 }
 
+/// Maximum of the values pushed within the last `window`: a [`WindowedMin`] of their
+/// negations.
+#[derive(Debug, Clone)]
+pub struct WindowedMax(WindowedMin);
+
+impl WindowedMax {
+    /// A filter over `window`.
+    pub fn new(window: Duration) -> Self {
+        WindowedMax(WindowedMin::new(window))
+    }
+
+    /// Add a sample.
+    pub fn push(&mut self, now: Instant, v: i64) {
+        self.0.push(now, v.saturating_neg());
+    }
+
+    /// The maximum over the window ending at `now`.
+    pub fn get(&mut self, now: Instant) -> Option<i64> {
+        self.0.get(now).map(i64::saturating_neg)
+    }
+}
+
 /// The pacing rates of the last few seconds, so a delivery rate can be compared with the rate
 /// its packets were sent at (one loop delay earlier).
 #[derive(Debug, Clone, Default)]

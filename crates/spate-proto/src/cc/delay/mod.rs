@@ -121,7 +121,7 @@ mod filters;
 use core::time::Duration;
 
 use compete::Compete;
-pub use filters::{DeliveryRate, LossFraction, RateHistory, Unused, WindowedMin};
+pub use filters::{DeliveryRate, LossFraction, RateHistory, Unused, WindowedMax, WindowedMin};
 
 use super::{RateControl, RateSample};
 use crate::time::Instant;
@@ -239,7 +239,14 @@ enum Mode {
     /// Hold α queued (the module's law).
     Delay,
     /// A buffer-filling competitor holds the queue: a paced window competes on its terms.
-    Competitive(Compete),
+    Competitive {
+        law: Compete,
+        /// The delay floor when the mode began: not left to expire, since the competitor's
+        /// queue never empties and an expired floor would take it in.
+        floor: i64,
+        /// When the next drain is due (drains come by the clock: the floor does not age).
+        next_drain: Instant,
+    },
 }
 
 /// What a probe is for.
@@ -325,19 +332,14 @@ pub struct Delay {
     failed_drains: u32,
     /// Drains in a row that emptied it.
     emptied_drains: u32,
-    /// Deepest queueing delay of the last [`QUEUE_PEAK_WINDOW`], µs, negated (a windowed
-    /// minimum of the negation).
-    queue_peak: WindowedMin,
-    /// In competitive mode, the delay floor when the mode began: not left to expire, since
-    /// the competitor's queue never empties and an expired floor would take it in.
-    kept_floor: Option<i64>,
-    /// In competitive mode, when the next drain is due.
-    next_drain: Instant,
+    /// Deepest queueing delay of the last [`QUEUE_PEAK_WINDOW`], µs (kept only by a flow
+    /// that may compete, as the next one).
+    queue_peak: WindowedMax,
     /// When the last judged drain started.
     last_judged: Option<Instant>,
-    /// Highest delivery rate of the last [`PEAK_WINDOW`], as a minimum of negated bits/s:
-    /// what the path gave this flow when others left room.
-    peak_delivery: WindowedMin,
+    /// Highest delivery rate of the last [`PEAK_WINDOW`], bits/s: what the path gave this
+    /// flow when others left room.
+    peak_delivery: WindowedMax,
     /// Bits of one full packet on the wire.
     packet_bits: f64,
 }
@@ -379,11 +381,9 @@ impl Delay {
             mode: Mode::Delay,
             failed_drains: 0,
             emptied_drains: 0,
-            queue_peak: WindowedMin::new(QUEUE_PEAK_WINDOW),
-            kept_floor: None,
-            next_drain: Instant::ZERO,
+            queue_peak: WindowedMax::new(QUEUE_PEAK_WINDOW),
             last_judged: None,
-            peak_delivery: WindowedMin::new(PEAK_WINDOW),
+            peak_delivery: WindowedMax::new(PEAK_WINDOW),
             packet_bits: 1500.0 * 8.0,
         }
     }
@@ -395,13 +395,11 @@ impl Delay {
         self
     }
 
-    /// Whether the flow is in competitive mode.
-    pub fn is_competing(&self) -> bool {
-        matches!(self.mode, Mode::Competitive(_))
+    fn is_competing(&self) -> bool {
+        matches!(self.mode, Mode::Competitive { .. })
     }
 
     /// A drain ended: a queue it could not empty belongs to someone who does not yield.
-    #[allow(clippy::too_many_arguments)]
     fn after_drain(
         &mut self,
         now: Instant,
@@ -414,39 +412,41 @@ impl Delay {
         if emptied {
             self.failed_drains = 0;
             self.emptied_drains += 1;
-            if self.is_competing() {
+            if let Mode::Competitive { next_drain, .. } = &mut self.mode {
                 if self.emptied_drains >= DRAINS_TO_LEAVE {
                     self.mode = Mode::Delay;
-                    self.kept_floor = None;
                 } else {
                     // Confirm soon: one drain may just have met the competitor's trough.
-                    self.next_drain = now + JUDGE_EVERY;
+                    *next_drain = now + JUDGE_EVERY;
                 }
             }
             return;
         }
         self.emptied_drains = 0;
         self.failed_drains += 1;
-        self.next_drain = now + COMPETE_DRAIN_EVERY;
-        if self.compete_as > 0.0 && !self.is_competing() && self.failed_drains >= DRAINS_TO_COMPETE
-        {
+        if let Mode::Competitive { next_drain, .. } = &mut self.mode {
+            *next_drain = now + COMPETE_DRAIN_EVERY;
+        } else if self.compete_as > 0.0 && self.failed_drains >= DRAINS_TO_COMPETE {
             // Start from the share of one competitor's worth (the common case); with more
             // competitors the window law brings it down, cut by cut.
             let n = self.compete_as;
-            let peak = -(self.peak_delivery.get(now).unwrap_or(0) as f64);
+            let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
             let share = capacity.unwrap_or(0.0).max(peak) * n / (n + 1.0);
             // The deepest queue of the last seconds: the buffer, if the competitor has
             // overflowed it since.
-            let deepest = -(self.queue_peak.get(now).unwrap_or(0) as f64) / 1e6;
-            self.mode = Mode::Competitive(Compete::new(
-                now,
-                n,
-                self.rate.max(share.min(self.cap)),
-                srtt,
-                self.packet_bits,
-                q.max(deepest),
-            ));
-            self.kept_floor = Some(floor);
+            let deepest = self.queue_peak.get(now).unwrap_or(0) as f64 / 1e6;
+            self.mode = Mode::Competitive {
+                law: Compete::new(
+                    now,
+                    n,
+                    self.rate.max(share.min(self.cap)),
+                    srtt,
+                    self.packet_bits,
+                    q.max(deepest),
+                ),
+                floor,
+                next_drain: now + COMPETE_DRAIN_EVERY,
+            };
         }
     }
 
@@ -465,9 +465,8 @@ impl Delay {
         let (verdict, drained) = match &mut self.probe {
             Probe::Idle { next } => {
                 let floor_age = self.base_owd.age(now).unwrap_or_default();
-                let kind = if competing {
-                    // The floor is kept, not aged: drains come by the clock.
-                    if now < self.next_drain {
+                let kind = if let Mode::Competitive { next_drain, .. } = self.mode {
+                    if now < next_drain {
                         return;
                     }
                     ProbeKind::Drain
@@ -494,7 +493,6 @@ impl Delay {
                     self.last_judged = Some(now);
                 }
                 let margin = if judged { JUDGED_MARGIN } else { DRAIN_MARGIN };
-                let drain_end = |half: Duration| now + half * 2 + rtt * 4;
                 let half = match kind {
                     ProbeKind::Stale => rtt / 2,
                     // Not capped at rtt/2: at RTT ≈ 0 that left a 50 µs dip, which removed
@@ -503,8 +501,9 @@ impl Delay {
                         (2.0 * q + margin).min(rtt.as_secs_f64().max(DRAIN_MAX_HALF) + margin),
                     ),
                 };
-                if let Mode::Competitive(c) = &mut self.mode {
-                    c.quiet_until(drain_end(half));
+                if let Mode::Competitive { law, .. } = &mut self.mode {
+                    // Its queue falls and returns until about 2 RTTs after the drain's end.
+                    law.quiet_until(now + half * 2 + rtt * 4);
                 }
                 self.probe = Probe::Up {
                     kind,
@@ -630,8 +629,8 @@ impl RateControl for Delay {
         self.recent_owd.push(now, owd);
         self.delivery.push(s.receiver_time_us, s.receiver_bytes);
         let mut base_owd = self.base_owd.get(now).unwrap_or(owd);
-        if let Some(kept) = self.kept_floor {
-            base_owd = base_owd.min(kept);
+        if let Mode::Competitive { floor, .. } = self.mode {
+            base_owd = base_owd.min(floor);
         }
         let recent = self.recent_owd.get(now).unwrap_or(owd);
         // The last packet of a batch waits behind the batch itself (§7.1): not a standing queue.
@@ -657,14 +656,16 @@ impl RateControl for Delay {
         // scenario 1 rang for 4 s with a whole-RTT window), still hundreds of packets.
         let window = (rtt / 2).max(Duration::from_millis(20));
         let d = delivered_over(window);
-        if let Some(d) = d {
-            self.peak_delivery.push(now, -(d as i64));
+        if let (Some(d), true) = (d, self.compete_as > 0.0) {
+            self.peak_delivery.push(now, d as i64);
         }
         self.loss
             .push(dt / LOSS_HORIZON.as_secs_f64(), s.acked_bytes, s.lost_bytes);
         self.q_rtt_min.set_window(rtt);
         self.q_rtt_min.push(now, (q * 1e6) as i64);
-        self.queue_peak.push(now, -((q * 1e6) as i64));
+        if self.compete_as > 0.0 {
+            self.queue_peak.push(now, (q * 1e6) as i64);
+        }
         let q_star = self.alpha_bits / self.rate;
 
         let mut steady = false;
@@ -716,8 +717,8 @@ impl RateControl for Delay {
             // the next two RTTs describe the probe, not the path.
             Some(_) if probing => {}
             _ if self.is_competing() => {
-                if let Mode::Competitive(c) = &mut self.mode {
-                    self.rate = c.on_report(now, q, s.srtt, s.lost_bytes > 0, d);
+                if let Mode::Competitive { law, .. } = &mut self.mode {
+                    self.rate = law.on_report(now, q, s.srtt, s.lost_bytes > 0, d);
                 }
                 self.last_steered = d.unwrap_or(self.last_steered);
                 self.settled_since = None;
