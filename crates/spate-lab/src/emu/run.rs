@@ -226,7 +226,7 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
             flows::stop(r, Duration::from_secs(2));
         }
     }
-    let measured = emu.finish()?;
+    let mut measured = emu.finish()?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -239,7 +239,6 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
         );
     }
     let end_i = spate_proto::Instant::from_nanos(end.as_nanos() as u64);
-    let mut measured = measured;
     for (i, f) in s.flows.iter().enumerate() {
         if let Some(p) = senders[i].as_ref() {
             record_modes(&mut measured.rec, i, f.start, end, p);
@@ -383,12 +382,7 @@ fn record_modes(
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter_map(|v| {
             let t = v.get("t")?.as_f64()?;
-            let mode = match v.get("mode")?.as_str()? {
-                "competitive" => spate_proto::RateMode::Competitive,
-                "fixed" => spate_proto::RateMode::Fixed,
-                _ => spate_proto::RateMode::Delay,
-            };
-            Some((t, mode))
+            Some((t, spate_proto::RateMode::parse(v.get("mode")?.as_str()?)?))
         })
         .collect();
     let end_s = end.as_secs_f64();

@@ -86,6 +86,13 @@ impl RateMode {
             RateMode::Competitive => "competitive",
         }
     }
+
+    /// The mode a report names.
+    pub fn parse(name: &str) -> Option<RateMode> {
+        [RateMode::Fixed, RateMode::Delay, RateMode::Competitive]
+            .into_iter()
+            .find(|m| m.name() == name)
+    }
 }
 
 /// Rate policy names as users and scenario files spell them.
@@ -228,5 +235,18 @@ impl RateControl for Controller {
     }
     fn mode(&self) -> RateMode {
         dispatch!(self, c => c.mode())
+    }
+}
+
+#[cfg(test)]
+mod mode_tests {
+    use super::RateMode;
+
+    #[test]
+    fn mode_names_parse_back() {
+        for m in [RateMode::Fixed, RateMode::Delay, RateMode::Competitive] {
+            assert_eq!(RateMode::parse(m.name()), Some(m));
+        }
+        assert_eq!(RateMode::parse("fast"), None);
     }
 }
