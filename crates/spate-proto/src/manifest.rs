@@ -11,8 +11,9 @@
 //!   Entry Count (varint)
 //!   Entry × Entry Count:
 //!     Flags (8)            bit 0: digest present; bit 1: mtime present;
-//!                          bits 2–3: kind (0 = file, 1 = directory); bits 4–7 unassigned
-//!     Size (varint)        bytes of the object (0 for a directory)
+//!                          bits 2–3: kind (0 = file, 1 = directory, 2 = streamed file);
+//!                          bits 4–7 unassigned
+//!     Size (varint)        bytes of the file (0 for a directory)
 //!     Mode (varint)        permission bits (low 12 bits); 0 = unspecified
 //!     [Mtime Seconds (varint, zigzag)]  if bit 1: seconds since 1970-01-01 UTC
 //!     [Mtime Nanos (varint)]            if bit 1: 0..=999 999 999
@@ -35,11 +36,15 @@
 //! Only the receiver knows whether the Destination is a directory, so the manifest carries it
 //! as such and [`Manifest::placed_paths`] resolves it there.
 //!
+//! > §5.1: A **streamed file** (kind 2) has no Digest in the manifest: its object is the
+//! > file's Size bytes followed by the 32-byte BLAKE3 digest of those bytes, so a sender can
+//! > start before it has read the file and hashes each byte as it reads it for sending.
+//!
 //! Decoding never panics and bounds what a hostile sender can make us allocate.
 
 use std::collections::HashMap;
 
-use crate::codec::{Reader, Writer};
+use crate::codec::{Reader, Writer, VARINT_MAX};
 use crate::wire::WireError;
 
 /// Most entries a manifest may have.
@@ -56,7 +61,20 @@ pub enum EntryKind {
     File,
     /// A directory; its object is empty.
     Directory,
+    /// A regular file whose object is its bytes followed by their 32-byte BLAKE3 digest
+    /// ([`DIGEST_TRAILER`]); its manifest entry carries no digest.
+    StreamedFile,
 }
+
+impl EntryKind {
+    /// A regular file, streamed or not.
+    pub fn is_file(self) -> bool {
+        matches!(self, EntryKind::File | EntryKind::StreamedFile)
+    }
+}
+
+/// Bytes after a streamed file's content in its object: the BLAKE3 digest of the content.
+pub const DIGEST_TRAILER: u64 = 32;
 
 /// Modification time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -94,6 +112,15 @@ impl Entry {
             mode: 0,
             mtime: None,
             digest: None,
+        }
+    }
+
+    /// Bytes of this entry's object (§5.1): the size, and for a streamed file the digest
+    /// that follows it.
+    pub fn object_len(&self) -> u64 {
+        match self.kind {
+            EntryKind::StreamedFile => self.size.saturating_add(DIGEST_TRAILER),
+            EntryKind::File | EntryKind::Directory => self.size,
         }
     }
 }
@@ -197,7 +224,7 @@ pub fn validate_path(path: &str) -> Result<(), &'static str> {
 }
 
 impl Manifest {
-    /// Total bytes of all objects.
+    /// Total bytes of all files (digest trailers not counted).
     pub fn total_bytes(&self) -> u64 {
         self.entries
             .iter()
@@ -205,10 +232,11 @@ impl Manifest {
             .fold(0u64, u64::saturating_add)
     }
 
-    /// Size of object `object` (0 is the manifest itself and is not listed).
+    /// Bytes of object `object` (0 is the manifest itself and is not listed), a streamed
+    /// file's digest trailer included.
     pub fn object_size(&self, object: u32) -> Option<u64> {
         let i = (object as usize).checked_sub(1)?;
-        self.entries.get(i).map(|e| e.size)
+        self.entries.get(i).map(Entry::object_len)
     }
 
     /// A manifest of `entries` for the receiver's root (empty destination).
@@ -225,7 +253,7 @@ impl Manifest {
         !dest_is_dir
             && !self.destination.is_empty()
             && !self.destination.ends_with('/')
-            && matches!(self.entries.as_slice(), [e] if e.kind == EntryKind::File)
+            && matches!(self.entries.as_slice(), [e] if e.kind.is_file())
     }
 
     /// The destination without its trailing '/': empty for the root.
@@ -278,6 +306,20 @@ impl Manifest {
                     why: "directory with non-zero size",
                 });
             }
+            if e.kind == EntryKind::StreamedFile {
+                if e.digest.is_some() {
+                    return Err(ManifestError::BadEntry {
+                        index,
+                        why: "streamed file with a digest in the manifest",
+                    });
+                }
+                if e.size > VARINT_MAX - DIGEST_TRAILER {
+                    return Err(ManifestError::BadEntry {
+                        index,
+                        why: "streamed file too large for its digest trailer",
+                    });
+                }
+            }
             if let Some(m) = e.mtime {
                 if m.nanos >= 1_000_000_000 {
                     return Err(ManifestError::BadEntry {
@@ -326,6 +368,7 @@ impl Manifest {
             let kind = match e.kind {
                 EntryKind::File => 0u8,
                 EntryKind::Directory => 1,
+                EntryKind::StreamedFile => 2,
             };
             let flags = (if e.digest.is_some() { FLAG_DIGEST } else { 0 })
                 | (if e.mtime.is_some() { FLAG_MTIME } else { 0 })
@@ -377,6 +420,7 @@ impl Manifest {
             let kind = match (flags >> KIND_SHIFT) & 0x3 {
                 0 => EntryKind::File,
                 1 => EntryKind::Directory,
+                2 => EntryKind::StreamedFile,
                 _ => {
                     return Err(ManifestError::BadEntry {
                         index,

@@ -139,7 +139,8 @@ pub const SESSION: u32 = 0x5350_4154;
 /// The address-validation token of the example ACCEPT, echoed by the example PING (§4.8).
 pub const EXAMPLE_TOKEN: u64 = 0x5a17_e0c0_ffee_0001;
 
-/// The example manifest: Destination `in/`, a directory, a file below it, an empty file.
+/// The example manifest: Destination `in/`, a directory, a file below it, an empty file, a
+/// streamed file.
 pub fn example_manifest() -> Manifest {
     use crate::manifest::{Entry, EntryKind, Mtime};
     Manifest {
@@ -172,6 +173,14 @@ pub fn example_manifest() -> Manifest {
                 mtime: None,
                 digest: Some(BLAKE3_EMPTY),
             },
+            Entry {
+                path: "docs/b.txt".into(),
+                kind: EntryKind::StreamedFile,
+                size: 5,
+                mode: 0o644,
+                mtime: None,
+                digest: None,
+            },
         ],
     }
 }
@@ -200,16 +209,17 @@ fn manifest_fields(f: &mut Fields, m: &Manifest) {
         )
         .varint("Entry Count", m.entries.len() as u64);
     for e in &m.entries {
-        let kind = match e.kind {
-            crate::EntryKind::File => 0,
-            crate::EntryKind::Directory => 1,
+        let (kind, kind_name) = match e.kind {
+            crate::EntryKind::File => (0, "file"),
+            crate::EntryKind::Directory => (1, "directory"),
+            crate::EntryKind::StreamedFile => (2, "streamed file"),
         };
         let flags = u8::from(e.digest.is_some()) | u8::from(e.mtime.is_some()) << 1 | kind << 2;
         let what = format!(
             "{flags:#04x}: {}{}kind {}",
             if e.digest.is_some() { "digest, " } else { "" },
             if e.mtime.is_some() { "mtime, " } else { "" },
-            if kind == 0 { "file" } else { "directory" }
+            kind_name
         );
         f.put("Flags", what, vec![flags])
             .varint("Size", e.size)
@@ -242,8 +252,9 @@ pub fn all() -> Vec<Vector> {
     v.push(Vector {
         name: "manifest",
         description: "object 0 (§5.1): Destination \"in/\", a directory \"docs\" (mode 0755, \
-                      mtime), the file \"docs/a.txt\" (5 bytes \"hello\", with digest) and an \
-                      empty file \"empty\" (digest of no bytes)",
+                      mtime), the file \"docs/a.txt\" (5 bytes \"hello\", with digest), an \
+                      empty file \"empty\" (digest of no bytes) and the streamed file \
+                      \"docs/b.txt\" (5 bytes, its digest after them in its object)",
         kind: Kind::Manifest,
         fields: f.0,
     });
@@ -306,6 +317,28 @@ pub fn all() -> Vec<Vector> {
     v.push(Vector {
         name: "data",
         description: "DATA (§4.3): all 5 bytes of object 2 (docs/a.txt), asking for a report",
+        kind: Kind::Packet,
+        fields: f.0,
+    });
+
+    let mut f = Fields(Vec::new());
+    let mut object = b"hello".to_vec();
+    object.extend_from_slice(blake3_hello());
+    f.header(PacketType::Data, 0, "none", 2)
+        .put("Object", 4, 4u32.to_be_bytes().to_vec())
+        .put("Offset", 0, 0u64.to_be_bytes().to_vec())
+        .put(
+            "Payload",
+            format!(
+                "\"hello\" and its BLAKE3 digest {}: the whole 37-byte object",
+                hex(blake3_hello())
+            ),
+            object,
+        );
+    v.push(Vector {
+        name: "data-streamed",
+        description: "DATA (§4.3, §5.1): all of object 4, the streamed file docs/b.txt: its 5 \
+                      bytes, then the 32-byte digest trailer",
         kind: Kind::Packet,
         fields: f.0,
     });

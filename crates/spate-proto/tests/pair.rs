@@ -12,17 +12,26 @@ use spate_proto::{
 /// The receiver's address-validation token in these tests (spec §4.8).
 const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
 
-/// Object bytes are a function of (object, offset) so any chunk can be checked.
-struct Pattern;
+/// Object bytes are a function of (object, offset) so any chunk can be checked. Blocks of an
+/// odd size, so that chunks straddle them; with `stall_every` > 0, every that many-th request
+/// finds nothing ready (a disk slower than the link).
+struct Pattern {
+    stall_every: u64,
+    calls: u64,
+}
 fn byte_at(object: u32, offset: u64) -> u8 {
     (offset.wrapping_mul(31) ^ u64::from(object).wrapping_mul(0x9e37)) as u8
 }
 impl Source for Pattern {
-    fn read(&mut self, object: u32, offset: u64, buf: &mut [u8]) -> Result<(), String> {
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = byte_at(object, offset + i as u64);
+    fn next(&mut self, object: u32, offset: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
+        self.calls += 1;
+        if self.stall_every > 0 && self.calls % self.stall_every == 0 {
+            return Ok(None);
         }
-        Ok(())
+        let n = max.min(30_001);
+        Ok(Some(
+            (offset..offset + n).map(|o| byte_at(object, o)).collect(),
+        ))
     }
 }
 
@@ -68,6 +77,24 @@ fn run_batched(
     forward: impl Fn(u64, Instant) -> Fate,
     reverse: impl Fn(u64, Instant) -> Fate,
 ) -> Outcome {
+    let source = Pattern {
+        stall_every: 0,
+        calls: 0,
+    };
+    run_from(source, batch, sizes, rate_bps, owd, forward, reverse)
+}
+
+/// [`run_batched`] reading from `source`. A starved sender is polled again after 1 ms of
+/// virtual time, as a driver does when its reader thread has the next block.
+fn run_from(
+    mut source: Pattern,
+    batch: usize,
+    sizes: &[u64],
+    rate_bps: u64,
+    owd: Duration,
+    forward: impl Fn(u64, Instant) -> Fate,
+    reverse: impl Fn(u64, Instant) -> Fate,
+) -> Outcome {
     let manifest = Manifest {
         destination: String::new(),
         entries: sizes
@@ -105,7 +132,7 @@ fn run_batched(
             }
         };
     for _ in 0..10_000_000 {
-        while let Some(t) = sender.poll_transmit(now, &mut buf, &mut Pattern) {
+        while let Some(t) = sender.poll_transmit(now, &mut buf, &mut source) {
             batches.push((now, t.len.div_ceil(t.segment_size)));
             for d in buf[..t.len].chunks(t.segment_size) {
                 let fate = forward(fwd_n, now);
@@ -136,6 +163,9 @@ fn run_batched(
         }
         if let Some(t) = receiver.as_ref().and_then(|r| r.poll_timeout()) {
             next = next.min(t);
+        }
+        if sender.starved() {
+            next = next.min(now + MS);
         }
         if next == Instant::MAX || next > Instant::from_millis(600_000) {
             break;
@@ -222,6 +252,33 @@ fn clean_path_delivers_everything_in_about_one_transfer_time() {
             .filter(|e| matches!(e, ReceiverEvent::ObjectComplete(_)))
             .count(),
         3
+    );
+}
+
+/// A source that has nothing ready on every other request (a disk slower than the link):
+/// the sender waits for it instead of failing or spinning, and every byte arrives exactly,
+/// each taken from the source once.
+#[test]
+fn a_source_slower_than_the_link_is_waited_for() {
+    let sizes = [2_000_000, 0, 333_333];
+    let lossy = |n: u64, _| {
+        if n % 13 == 5 {
+            Fate::Drop
+        } else {
+            Fate::Deliver
+        }
+    };
+    let source = Pattern {
+        stall_every: 2,
+        calls: 0,
+    };
+    let o = run_from(source, 1, &sizes, 100_000_000, 20 * MS, lossy, lossy);
+    assert_exact(&o, &sizes);
+    let s = o.sender.stats();
+    assert_eq!(s.source_bytes, sizes.iter().sum::<u64>(), "{s:?}");
+    assert!(
+        s.retransmitted_packets > 0,
+        "losses were repaired from memory"
     );
 }
 

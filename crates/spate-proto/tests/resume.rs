@@ -19,11 +19,13 @@ fn byte(object: u32, offset: u64) -> u8 {
 
 struct Pattern;
 impl Source for Pattern {
-    fn read(&mut self, object: u32, offset: u64, buf: &mut [u8]) -> Result<(), String> {
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = byte(object, offset + i as u64);
-        }
-        Ok(())
+    fn next(&mut self, object: u32, offset: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
+        // Odd-sized blocks, so chunks straddle them.
+        Ok(Some(
+            (offset..offset + max.min(7_777))
+                .map(|o| byte(object, o))
+                .collect(),
+        ))
     }
 }
 

@@ -22,16 +22,26 @@ const SERVER: [u8; 32] = [0x51; 32];
 const CLIENT: [u8; 32] = [0xc1; 32];
 const SESSION: u32 = 42;
 
-struct Pattern;
+/// Object bytes as a function of (object, offset), in blocks of an odd size; every third
+/// request finds nothing ready (a disk slower than the link), so every run here also drives a
+/// starved sender.
+#[derive(Default)]
+struct Pattern {
+    calls: u64,
+}
 fn byte_at(object: u32, offset: u64) -> u8 {
     (offset.wrapping_mul(31) ^ u64::from(object).wrapping_mul(0x9e37)) as u8
 }
 impl Source for Pattern {
-    fn read(&mut self, object: u32, offset: u64, buf: &mut [u8]) -> Result<(), String> {
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = byte_at(object, offset + i as u64);
+    fn next(&mut self, object: u32, offset: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
+        self.calls += 1;
+        if self.calls % 3 == 0 {
+            return Ok(None);
         }
-        Ok(())
+        let n = max.min(4_321);
+        Ok(Some(
+            (offset..offset + n).map(|o| byte_at(object, o)).collect(),
+        ))
     }
 }
 
@@ -108,6 +118,7 @@ fn run(setup: &Setup, middle: &mut Middle<'_>) -> Run {
     let mut buf = vec![0u8; 1472 * setup.batch];
     let (mut sender_events, mut receiver_events, mut seen) = (vec![], vec![], vec![]);
     let mut dropped = (0, 0);
+    let mut source = Pattern::default();
     let mut put = |wire: &mut BTreeMap<_, _>, now: Instant, to_rx: bool, d: &[u8], n: u64| {
         for (extra, bytes) in middle(to_rx, n, d) {
             seq += 1;
@@ -115,7 +126,7 @@ fn run(setup: &Setup, middle: &mut Middle<'_>) -> Run {
         }
     };
     for _ in 0..2_000_000 {
-        while let Some(t) = sender.poll_transmit(now, &mut buf, &mut Pattern) {
+        while let Some(t) = sender.poll_transmit(now, &mut buf, &mut source) {
             for d in buf[..t.len].chunks(t.segment_size) {
                 seen.push((true, d.to_vec()));
                 put(&mut wire, now, true, d, n_fwd);
@@ -145,6 +156,9 @@ fn run(setup: &Setup, middle: &mut Middle<'_>) -> Run {
         }
         if let Some(t) = receiver.as_ref().and_then(|r| r.inner().poll_timeout()) {
             next = next.min(t);
+        }
+        if sender.inner().starved() {
+            next = next.min(now + Duration::from_millis(1));
         }
         if next == Instant::MAX || next > Instant::from_millis(300_000) {
             break;
@@ -560,7 +574,7 @@ proptest! {
         };
         let mut c = SecureSender::new(SenderConfig::new(RateConfig::fixed(1_000_000)), 9, &m, Instant::ZERO, params).unwrap();
         let mut buf = vec![0u8; 1500];
-        let _ = c.poll_transmit(Instant::ZERO, &mut buf, &mut Pattern);
+        let _ = c.poll_transmit(Instant::ZERO, &mut buf, &mut Pattern::default());
         let mut answer = raw.clone();
         if answer.len() >= 6 {
             answer[2..6].copy_from_slice(&9u32.to_be_bytes());

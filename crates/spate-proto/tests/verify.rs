@@ -12,9 +12,8 @@ const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
 
 struct Zeros;
 impl Source for Zeros {
-    fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
-        buf.fill(7);
-        Ok(())
+    fn next(&mut self, _: u32, _: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
+        Ok(Some(vec![7; max.min(1 << 16) as usize]))
     }
 }
 

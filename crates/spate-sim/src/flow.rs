@@ -12,22 +12,43 @@ use crate::tcp::{Law, TcpFlow};
 /// Object size used for "send until the end" flows (1 PiB: never reached in a simulation).
 pub const UNBOUNDED: u64 = 1 << 50;
 
-/// Generates content and digests each new chunk the first time it is read for sending.
+/// Generates content, in blocks of [`BLOCK`] bytes, as the sender asks for it.
 pub(crate) struct PatternSource {
     seed: u64,
-    /// Next offset never read before; new data is read in increasing order.
-    high_water: u64,
-    pub digest: u128,
+    /// Buffers the sender gave back.
+    spare: Vec<Vec<u8>>,
+}
+
+/// Bytes per block handed to the sender: 256 KiB, small next to its 4 MiB look-ahead.
+const BLOCK: u64 = 256 << 10;
+
+impl PatternSource {
+    /// The digest a sink computes over every chunk of `object` (`size` bytes, chunks of
+    /// `payload` bytes): what a complete, exact delivery must match.
+    pub fn expected_digest(&self, object: u32, size: u64, payload: u64) -> u128 {
+        let mut buf = vec![0u8; payload as usize];
+        let mut digest = 0u128;
+        let mut offset = 0;
+        while offset < size {
+            let n = payload.min(size - offset) as usize;
+            fill(self.seed, object, offset, &mut buf[..n]);
+            digest = digest.wrapping_add(chunk_digest(object, offset, &buf[..n]));
+            offset += n as u64;
+        }
+        digest
+    }
 }
 
 impl Source for PatternSource {
-    fn read(&mut self, object: u32, offset: u64, buf: &mut [u8]) -> Result<(), String> {
-        fill(self.seed, object, offset, buf);
-        if offset == self.high_water {
-            self.digest = self.digest.wrapping_add(chunk_digest(object, offset, buf));
-            self.high_water += buf.len() as u64;
-        }
-        Ok(())
+    fn next(&mut self, object: u32, offset: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
+        let mut block = self.spare.pop().unwrap_or_default();
+        block.resize(max.min(BLOCK) as usize, 0);
+        fill(self.seed, object, offset, &mut block);
+        Ok(Some(block))
+    }
+
+    fn recycle(&mut self, block: Vec<u8>) {
+        self.spare.push(block);
     }
 }
 
@@ -81,8 +102,7 @@ impl Flow {
             receiver: None,
             source: PatternSource {
                 seed: content_seed,
-                high_water: 0,
-                digest: 0,
+                spare: Vec::new(),
             },
             sink: Sink {
                 seed: content_seed,
@@ -149,7 +169,7 @@ impl Flow {
     /// Bytes offered: the transfer size, or for unbounded flows the distinct bytes sent.
     pub fn bytes_offered(&self) -> u64 {
         if self.spec.bytes == 0 {
-            self.source.high_water
+            self.sender.as_ref().map_or(0, |s| s.stats().new_bytes_sent)
         } else {
             self.spec.bytes
         }

@@ -1,7 +1,18 @@
 //! The only place the driver reads the clock: OS monotonic time as the core's [`Instant`]
 //! (nanoseconds since the clock was made).
 
+use std::sync::OnceLock;
+
 use spate_proto::Instant;
+
+static PROCESS_START: OnceLock<std::time::Instant> = OnceLock::new();
+
+/// When this process started, as far as the driver knows: the first call (the `spate`
+/// command makes it first thing in `main`; a library user's first send otherwise). What
+/// "first packet within 100 ms of start" is measured from.
+pub fn process_start() -> std::time::Instant {
+    *PROCESS_START.get_or_init(std::time::Instant::now)
+}
 
 /// Monotonic time since creation, in the protocol core's units.
 #[derive(Debug, Clone, Copy)]

@@ -160,7 +160,11 @@ pub fn push_once(
     auth.copy_from_slice(&decode("--token", token, 16)?);
     let sources = expand(paths)?;
     let mut plan = crate::scan::plan(&sources, "", recursive)?;
-    plan.compute_digests(|_| {})?;
+    if resume {
+        plan.compute_digests(|_| {})?;
+    } else {
+        plan.stream_digests();
+    }
     let socket = Socket::bind_in_range([0, 0, 0, 0].into(), port_range)
         .context("no free UDP port in --port-range")?;
     let knock_secret = crate::random::bytes16();

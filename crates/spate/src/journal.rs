@@ -50,6 +50,36 @@ pub fn journal_path(target: &Target) -> Target {
     target.sibling("spate-journal")
 }
 
+/// A journal's header line names the source `entry` describes: the same size and
+/// modification time, and the same digest when both name one. A journal written while a
+/// streamed file arrived (`digest=-`: its digest comes last) is taken up by a resume, whose
+/// manifest lists digests; if the source changed without changing size or time, its blocks
+/// fail the file's digest check at the end and the partial file is discarded — never placed.
+fn same_source(line: &str, entry: &Entry) -> bool {
+    let want = header(entry);
+    if line == want {
+        return true;
+    }
+    let strip = |l: &str| -> Option<(String, String)> {
+        let mut digest = None;
+        let rest: Vec<&str> = l
+            .split(' ')
+            .filter(|w| match w.strip_prefix("digest=") {
+                Some(d) => {
+                    digest = Some(d.to_owned());
+                    false
+                }
+                None => true,
+            })
+            .collect();
+        Some((rest.join(" "), digest?))
+    };
+    match (strip(line), strip(&want)) {
+        (Some((a, da)), Some((b, db))) => a == b && (da == "-" || db == "-"),
+        _ => false,
+    }
+}
+
 /// The header line for a manifest entry: what the partial file is a part of.
 fn header(e: &Entry) -> String {
     let digest = e.digest.map_or_else(|| "-".to_owned(), |d| hex(&d));
@@ -120,7 +150,7 @@ pub fn salvage(target: &Target, entry: &Entry) -> Option<Salvage> {
         return None;
     }
     let mut lines = BufReader::new(journal).lines();
-    if lines.next()?.ok()? != header(entry) {
+    if !same_source(&lines.next()?.ok()?, entry) {
         return None;
     }
     let blocks = entry.size.div_ceil(BLOCK);

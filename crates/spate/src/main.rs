@@ -445,6 +445,7 @@ impl RateArgs {
 }
 
 fn main() -> ExitCode {
+    spate::clock::process_start();
     let matches = Cli::command().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let sub = matches
@@ -940,14 +941,19 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
     }
     let total = plan.manifest.total_bytes();
     let json = a.json.is_some();
-    let hashing = spate::progress::Progress::new(total, a.quiet || json || total < 64 << 20);
-    let mut hashed = 0;
-    plan.compute_digests(|n| {
-        hashed += n;
-        hashing.set(hashed, "hashing");
-    })
-    .map_err(input)?;
-    hashing.finish();
+    if a.resume {
+        // The receiver checks what it holds against the digests before anything is sent.
+        let hashing = spate::progress::Progress::new(total, a.quiet || json || total < 64 << 20);
+        let mut hashed = 0;
+        plan.compute_digests(|n| {
+            hashed += n;
+            hashing.set(hashed, "hashing (to resume)");
+        })
+        .map_err(input)?;
+        hashing.finish();
+    } else {
+        plan.stream_digests();
+    }
     let connect_timeout = Duration::from_secs_f64(a.connect_timeout.clamp(0.1, 3600.0));
     let (server, security, remote) = match &target {
         Target::Daemon { host, port, .. } => {

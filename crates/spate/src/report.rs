@@ -31,6 +31,15 @@ pub struct Report {
     pub srtt_ms: f64,
     /// Smallest RTT seen, ms.
     pub min_rtt_ms: f64,
+    /// Seconds from the start of `spate` to the first file byte sent (scan, keys, handshake
+    /// and the first read included): the sender streams each file's digest after its bytes,
+    /// so this does not grow with file size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_data_s: Option<f64>,
+    /// Bytes read from the files for sending: each byte once (with `--resume`, the files
+    /// were also read once before, to put their digests in the manifest).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_bytes_read: Option<u64>,
     /// Every file's BLAKE3 digest was checked by the receiver before it was put in place.
     pub verified: bool,
     /// The packet cipher (spec §9.4).
@@ -59,6 +68,8 @@ impl Report {
             spurious_retransmissions: s.spurious_losses,
             srtt_ms: r.srtt.as_secs_f64() * 1e3,
             min_rtt_ms: r.min_rtt.as_secs_f64() * 1e3,
+            first_data_s: r.first_data_s,
+            file_bytes_read: r.file_bytes_read,
             verified: true,
             cipher: r.cipher.name(),
             server_key: r.server_key.fingerprint(),

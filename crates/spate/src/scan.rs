@@ -4,7 +4,9 @@
 //! walked (sorted by name, so the manifest is the same on every run, which
 //! `--resume` relies on) and its subdirectories and files keep their relative paths. Each
 //! entry carries size, permission bits, modification time and — for files — the BLAKE3 digest
-//! of its content, which the receiver checks before the file is renamed into place.
+//! of its content, which the receiver checks before the file is renamed into place: streamed
+//! after the file's bytes as the reader reads them ([`Plan::stream_digests`], the default), or
+//! in the manifest when resuming ([`Plan::compute_digests`]).
 //!
 //! The destination is not joined onto the paths: the manifest carries it as it is (spec §5.1),
 //! because only the receiver knows whether it is a directory. A single file sent to `b.iso`
@@ -281,6 +283,20 @@ impl Plan {
         }));
     }
 
+    /// Send every file as a streamed file (spec §5.1): its digest follows its bytes, computed
+    /// by the reader as it reads them for sending, so the transfer starts at once and each
+    /// byte is read once. A session that resumes needs the digests up front instead
+    /// ([`compute_digests`](Self::compute_digests)): the receiver checks what it holds
+    /// against them before anything is sent.
+    pub fn stream_digests(&mut self) {
+        for e in &mut self.manifest.entries {
+            if e.kind.is_file() {
+                e.kind = EntryKind::StreamedFile;
+                e.digest = None;
+            }
+        }
+    }
+
     /// Compute every file's digest (reading each file once), calling `progress(bytes)` as
     /// bytes are hashed.
     pub fn compute_digests(&mut self, mut progress: impl FnMut(u64)) -> Result<()> {
@@ -412,12 +428,19 @@ mod tests {
                 fs::copy(&secret, t.path().join("other")).unwrap();
                 fs::rename(t.path().join("other"), &f).unwrap();
             }
-            let sizes = p.manifest.entries.iter().map(|e| e.size).collect();
-            let mut src = FileSource::new(p.sources.clone(), sizes);
-            let mut buf = [0u8; 10];
-            let e = src.read(2, 0, &mut buf).unwrap_err();
+            let mut src = FileSource::new(&p.sources, &p.manifest.entries);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let got = loop {
+                match src.next(2, 0, 10) {
+                    Ok(None) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    other => break other,
+                }
+            };
+            let e = got.unwrap_err();
             assert!(e.contains("was replaced"), "{swap}: {e}");
-            assert_ne!(&buf, b"the secret");
+            assert_eq!(src.bytes_read(), 0, "nothing of the swapped file was read");
             fs::remove_file(&f).unwrap();
         }
     }

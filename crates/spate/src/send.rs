@@ -24,6 +24,8 @@ use crate::udp::{RecvBatch, Socket};
 
 /// Longest time between looks at the socket for feedback while the loop does not sleep.
 const RECV_CHECK: Duration = Duration::from_micros(200);
+/// How long the loop sleeps when the session waits for the reader thread's next block.
+const STARVED_WAIT: Duration = Duration::from_millis(1);
 /// How often the progress callback runs.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
@@ -97,6 +99,11 @@ pub struct SendResult {
     pub srtt: Duration,
     /// Minimum RTT seen.
     pub min_rtt: Duration,
+    /// Seconds from the start of the process ([`crate::clock::process_start`]) to the first
+    /// file byte sent (None: none was).
+    pub first_data_s: Option<f64>,
+    /// Bytes read from the files (a file source only): each byte once.
+    pub file_bytes_read: Option<u64>,
     /// The packet cipher of the session.
     pub cipher: Cipher,
     /// The server's key, proven by the handshake.
@@ -109,9 +116,10 @@ pub struct SendResult {
 
 /// Send `plan` as configured; `progress(sender)` is called every 100 ms.
 pub fn send(plan: &Plan, cfg: &SendConfig, progress: impl FnMut(&Sender)) -> Result<SendResult> {
-    let sizes = plan.manifest.entries.iter().map(|e| e.size).collect();
-    let mut source = FileSource::new(plan.sources.clone(), sizes);
-    send_with(&plan.manifest, &mut source, cfg, progress)
+    let mut source = FileSource::new(&plan.sources, &plan.manifest.entries);
+    let mut r = send_with(&plan.manifest, &mut source, cfg, progress)?;
+    r.file_bytes_read = Some(source.bytes_read());
+    Ok(r)
 }
 
 /// [`send`] from `socket` (see [`send_on`]).
@@ -121,9 +129,10 @@ pub fn send_plan_on(
     cfg: &SendConfig,
     progress: impl FnMut(&Sender),
 ) -> Result<SendResult> {
-    let sizes = plan.manifest.entries.iter().map(|e| e.size).collect();
-    let mut source = FileSource::new(plan.sources.clone(), sizes);
-    send_on(socket, &plan.manifest, &mut source, cfg, progress)
+    let mut source = FileSource::new(&plan.sources, &plan.manifest.entries);
+    let mut r = send_on(socket, &plan.manifest, &mut source, cfg, progress)?;
+    r.file_bytes_read = Some(source.bytes_read());
+    Ok(r)
 }
 
 /// Send the objects of `manifest`, read from `source` (files, or memory for benchmarks).
@@ -153,8 +162,9 @@ pub fn send_on(
     let clock = Clock::new();
     let mut scfg = SenderConfig::new(cfg.rate);
     // Verification (spec §6.8) checks each file against its digest, so it needs one for every
-    // file: files from disk always have them (`Plan::compute_digests`); the memory sources of
-    // benchmarks have none, and a receiver would refuse VERIFY without them.
+    // file: files from disk always have them (streamed after their bytes, or in the manifest:
+    // `Plan::stream_digests`, `Plan::compute_digests`); the memory sources of benchmarks have
+    // none, and a receiver would refuse VERIFY without them.
     scfg.verify = manifest
         .entries
         .iter()
@@ -181,6 +191,8 @@ pub fn send_on(
     let mut batch = RecvBatch::default();
     let mut last_progress = Instant::ZERO;
     let mut failure: Option<SessionError> = None;
+    let mut first_data: Option<std::time::Instant> = None;
+    crate::clock::process_start();
 
     // Whether the socket may hold feedback: known after a sleep; otherwise it is looked at no
     // more than every RECV_CHECK (an empty recvmmsg per loop was 40 % of all system calls).
@@ -216,6 +228,9 @@ pub fn send_on(
                 break;
             }
         }
+        if first_data.is_none() && sender.inner().stats().new_bytes_sent > 0 {
+            first_data = Some(std::time::Instant::now());
+        }
         while let Some(e) = sender.poll_event() {
             if let SenderEvent::Failed(err) = e {
                 failure = Some(err);
@@ -229,7 +244,12 @@ pub fn send_on(
             break;
         }
         let next = sender.poll_timeout().unwrap_or(now + PROGRESS_EVERY);
-        let wait = clock.until(next).min(PROGRESS_EVERY);
+        let mut wait = clock.until(next).min(PROGRESS_EVERY);
+        if sender.inner().starved() {
+            // The reader has not caught up: look again soon (the disk is the bottleneck; a
+            // millisecond costs it nothing, and feedback still wakes us at once).
+            wait = wait.min(STARVED_WAIT);
+        }
         if !wait.is_zero() || pending.is_some() {
             readable = socket.wait(wait, pending.is_some())?;
         } else {
@@ -260,6 +280,11 @@ pub fn send_on(
         stats: *inner.stats(),
         srtt: inner.rtt().smoothed(),
         min_rtt: inner.rtt().min(),
+        first_data_s: first_data.map(|t| {
+            t.saturating_duration_since(crate::clock::process_start())
+                .as_secs_f64()
+        }),
+        file_bytes_read: None,
         cipher: sender.cipher(),
         server_key: crate::keys::PublicKey(cfg.security.server_key),
         dropped_not_authentic: sender.secure_stats().not_authentic,

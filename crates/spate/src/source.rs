@@ -1,21 +1,31 @@
-//! File bytes for the sender, read ahead on an I/O thread.
+//! File bytes for the sender, read once, in order, on an I/O thread.
 //!
-//! New data is read in order — object 1 from offset 0, then object 2, … — so a reader thread
-//! reads 1 MiB blocks in that order into a bounded channel ([`AHEAD`] blocks) while the network
-//! thread copies chunks out of them. The last [`KEEP`] blocks stay in memory for
-//! retransmissions; older bytes are re-read with `pread`, the rare case (a loss found more than
-//! ~8 MiB of data later). Blocks go back to the reader once used and are refilled, so after
-//! start-up nothing is allocated.
+//! The session asks for each object's bytes once, in stream order (object 1 from offset 0,
+//! then object 2, …: spec §11.1), and keeps them until they are acknowledged — so a reader
+//! thread reads every file front to back in 1 MiB blocks into a bounded channel ([`AHEAD`]
+//! blocks) and the network thread takes whole blocks out of it without ever waiting: an empty
+//! channel is "nothing ready yet" ([`Sender::starved`](spate_proto::Sender::starved)), never
+//! a blocking read on the network thread.
+//!
+//! A **streamed file** (spec §5.1, manifest kind 2) is hashed as it is read: after its last
+//! block the reader hands over the 32-byte BLAKE3 digest of the bytes it read, the object's
+//! trailer. The first packet therefore leaves as soon as the first block is read, whatever the
+//! file's size, and each byte is read from the disk exactly once ([`FileSource::bytes_read`]
+//! counts them). Files whose digest is already in the manifest (a resumed transfer, which
+//! needs it up front) are read the same way, without hashing.
+//!
+//! Blocks the session no longer needs come back through [`Source::recycle`] and are refilled,
+//! so after start-up the reader allocates nothing.
 
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::FileExt;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use spate_proto::Source;
+use spate_proto::manifest::DIGEST_TRAILER;
+use spate_proto::{Entry, EntryKind, Source};
 
 use crate::scan::SourceFile;
 
@@ -23,142 +33,89 @@ use crate::scan::SourceFile;
 const BLOCK: usize = 1 << 20;
 /// Blocks read ahead of the network thread: 32 MiB, 27 ms at 10 Gbit/s.
 const AHEAD: usize = 32;
-/// Blocks kept behind for retransmissions.
-const KEEP: usize = 8;
-/// Files kept open for re-reads.
-const OPEN_FILES: usize = 16;
 
+/// What the reader hands over: the next bytes of an object, or why it stopped.
 struct Block {
     object: u32,
     offset: u64,
-    len: usize,
-    data: Vec<u8>,
-    error: Option<String>,
+    data: Result<Vec<u8>, String>,
 }
 
-/// A [`Source`] over files, object `i` being `files[i - 1]` (`None`: a directory).
+/// How the reader treats one manifest entry.
+#[derive(Clone)]
+struct Item {
+    file: Option<SourceFile>,
+    size: u64,
+    /// Hash while reading and send the digest after the bytes (a streamed file).
+    streamed: bool,
+}
+
+/// A [`Source`] over files, object `i` being the file of manifest entry `i - 1`.
 pub struct FileSource {
-    files: Arc<Vec<Option<SourceFile>>>,
     rx: Receiver<Block>,
     back: SyncSender<Vec<u8>>,
-    window: VecDeque<Block>,
-    reader_done: bool,
-    open: Vec<(u32, File)>,
+    read: Arc<AtomicU64>,
     reader: Option<JoinHandle<()>>,
 }
 
 impl FileSource {
-    /// Start the reader thread for `files` with their expected `sizes`.
-    pub fn new(files: Vec<Option<SourceFile>>, sizes: Vec<u64>) -> FileSource {
-        let files = Arc::new(files);
+    /// Start the reader thread for the manifest's `entries`, whose files are `files`.
+    pub fn new(files: &[Option<SourceFile>], entries: &[Entry]) -> FileSource {
+        let items: Vec<Item> = files
+            .iter()
+            .zip(entries)
+            .map(|(f, e)| Item {
+                file: f.clone(),
+                size: e.size,
+                streamed: e.kind == EntryKind::StreamedFile,
+            })
+            .collect();
         let (tx, rx) = sync_channel(AHEAD);
-        let (back, back_rx) = sync_channel(AHEAD + KEEP + 2);
-        let f = Arc::clone(&files);
+        let (back, back_rx) = sync_channel(AHEAD + 2);
+        let read = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&read);
         let reader = std::thread::Builder::new()
             .name("spate-reader".into())
-            .spawn(move || read_ahead(&f, &sizes, &tx, &back_rx))
+            .spawn(move || read_all(&items, &tx, &back_rx, &counter))
             .expect("spawning a thread");
         FileSource {
-            files,
             rx,
             back,
-            window: VecDeque::new(),
-            reader_done: false,
-            open: Vec::new(),
+            read,
             reader: Some(reader),
         }
     }
 
-    fn path(&self, object: u32) -> String {
-        self.files
-            .get(object as usize - 1)
-            .and_then(|p| p.as_ref())
-            .map_or_else(
-                || format!("object {object}"),
-                |p| p.path.display().to_string(),
-            )
-    }
-
-    /// Copy what the window holds of `object` at `offset` into `buf`; returns bytes copied.
-    fn copy_from_window(&self, object: u32, offset: u64, buf: &mut [u8]) -> usize {
-        for b in &self.window {
-            if b.object == object && b.offset <= offset && offset < b.offset + b.len as u64 {
-                let at = (offset - b.offset) as usize;
-                let n = buf.len().min(b.len - at);
-                buf[..n].copy_from_slice(&b.data[at..at + n]);
-                return n;
-            }
-        }
-        0
-    }
-
-    /// True if (object, offset) lies beyond the last block read so far.
-    fn ahead_of_window(&self, object: u32, offset: u64) -> bool {
-        match self.window.back() {
-            None => true,
-            Some(b) => (object, offset) >= (b.object, b.offset + b.len as u64),
-        }
-    }
-
-    fn pull(&mut self) -> Result<bool, String> {
-        if self.reader_done {
-            return Ok(false);
-        }
-        let Ok(b) = self.rx.recv() else {
-            self.reader_done = true;
-            return Ok(false);
-        };
-        if let Some(e) = b.error {
-            return Err(e);
-        }
-        self.window.push_back(b);
-        while self.window.len() > KEEP {
-            if let Some(old) = self.window.pop_front() {
-                let _ = self.back.try_send(old.data);
-            }
-        }
-        Ok(true)
-    }
-
-    fn pread(&mut self, object: u32, offset: u64, buf: &mut [u8]) -> Result<(), String> {
-        let i = match self.open.iter().position(|(o, _)| *o == object) {
-            Some(i) => i,
-            None => {
-                let path = self
-                    .files
-                    .get(object as usize - 1)
-                    .and_then(|p| p.clone())
-                    .ok_or_else(|| format!("object {object} has no file"))?;
-                let f = path.open().map_err(|e| e.to_string())?;
-                if self.open.len() >= OPEN_FILES {
-                    self.open.remove(0);
-                }
-                self.open.push((object, f));
-                self.open.len() - 1
-            }
-        };
-        self.open[i]
-            .1
-            .read_exact_at(buf, offset)
-            .map_err(|e| format!("cannot read '{}': {e}", self.path(object)))
+    /// Bytes read from files so far (each byte of each file once, when all goes well).
+    pub fn bytes_read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
     }
 }
 
 impl Source for FileSource {
-    fn read(&mut self, object: u32, mut offset: u64, mut buf: &mut [u8]) -> Result<(), String> {
-        while !buf.is_empty() {
-            let n = self.copy_from_window(object, offset, buf);
-            if n > 0 {
-                offset += n as u64;
-                buf = &mut buf[n..];
-                continue;
+    fn next(&mut self, object: u32, offset: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
+        let b = match self.rx.try_recv() {
+            Ok(b) => b,
+            Err(TryRecvError::Empty) => return Ok(None),
+            Err(TryRecvError::Disconnected) => {
+                return Err(format!(
+                    "internal error: the reader stopped before object {object} offset {offset}"
+                ))
             }
-            if self.ahead_of_window(object, offset) && self.pull()? {
-                continue;
-            }
-            return self.pread(object, offset, buf);
+        };
+        let data = b.data?;
+        if (b.object, b.offset) != (object, offset) || data.len() as u64 > max {
+            return Err(format!(
+                "internal error: the reader is out of step (object {} offset {} where {object} \
+                 offset {offset} was asked for)",
+                b.object, b.offset
+            ));
         }
-        Ok(())
+        Ok(Some(data))
+    }
+
+    fn recycle(&mut self, block: Vec<u8>) {
+        let _ = self.back.try_send(block);
     }
 }
 
@@ -173,53 +130,160 @@ impl Drop for FileSource {
     }
 }
 
-fn read_ahead(
-    files: &[Option<SourceFile>],
-    sizes: &[u64],
-    tx: &SyncSender<Block>,
-    back: &Receiver<Vec<u8>>,
-) {
-    for (i, (path, &size)) in files.iter().zip(sizes).enumerate() {
-        let (Some(path), true) = (path, size > 0) else {
-            continue;
-        };
+/// The reader thread: every item's bytes in order, then (streamed files) their digest.
+fn read_all(items: &[Item], tx: &SyncSender<Block>, back: &Receiver<Vec<u8>>, counter: &AtomicU64) {
+    for (i, item) in items.iter().enumerate() {
         let object = i as u32 + 1;
-        let fail = |msg: String| {
-            let _ = tx.send(Block {
-                object,
-                offset: 0,
-                len: 0,
-                data: Vec::new(),
-                error: Some(msg),
-            });
-        };
-        let mut f = match path.open() {
-            Ok(f) => f,
-            Err(e) => return fail(e.to_string()),
-        };
-        let mut offset = 0u64;
-        while offset < size {
-            let mut data = back.try_recv().unwrap_or_else(|_| vec![0u8; BLOCK]);
-            let len = (size - offset).min(BLOCK as u64) as usize;
-            if let Err(e) = f.read_exact(&mut data[..len]) {
-                let why = if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                    "it is shorter than when the transfer started (was it changed?)".to_owned()
-                } else {
-                    e.to_string()
-                };
-                return fail(format!("cannot read '{}': {why}", path.path.display()));
-            }
-            let b = Block {
-                object,
-                offset,
-                len,
-                data,
-                error: None,
-            };
-            if tx.send(b).is_err() {
+        let Some(path) = &item.file else { continue };
+        match read_file(object, path, item, tx, back, counter) {
+            Ok(true) => {}
+            Ok(false) => return, // the session is gone
+            Err(why) => {
+                let _ = tx.send(Block {
+                    object,
+                    offset: 0,
+                    data: Err(why),
+                });
                 return;
             }
-            offset += len as u64;
         }
+    }
+}
+
+/// Send one file's blocks (and trailer); `Ok(false)` when the session stopped listening.
+fn read_file(
+    object: u32,
+    path: &SourceFile,
+    item: &Item,
+    tx: &SyncSender<Block>,
+    back: &Receiver<Vec<u8>>,
+    counter: &AtomicU64,
+) -> Result<bool, String> {
+    if item.size == 0 && !item.streamed {
+        return Ok(true);
+    }
+    let mut f: File = path.open().map_err(|e| e.to_string())?;
+    let mut hasher = item.streamed.then(blake3::Hasher::new);
+    let mut offset = 0u64;
+    while offset < item.size {
+        let mut data = back.try_recv().unwrap_or_default();
+        let len = (item.size - offset).min(BLOCK as u64) as usize;
+        data.resize(len, 0);
+        if let Err(e) = f.read_exact(&mut data) {
+            let why = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                "it is shorter than when the transfer started (was it changed?)".to_owned()
+            } else {
+                e.to_string()
+            };
+            return Err(format!("cannot read '{}': {why}", path.path.display()));
+        }
+        counter.fetch_add(len as u64, Ordering::Relaxed);
+        if let Some(h) = hasher.as_mut() {
+            h.update(&data);
+        }
+        let b = Block {
+            object,
+            offset,
+            data: Ok(data),
+        };
+        if tx.send(b).is_err() {
+            return Ok(false);
+        }
+        offset += len as u64;
+    }
+    if let Some(h) = hasher {
+        let digest = h.finalize().as_bytes().to_vec();
+        debug_assert_eq!(digest.len() as u64, DIGEST_TRAILER);
+        let b = Block {
+            object,
+            offset,
+            data: Ok(digest),
+        };
+        if tx.send(b).is_err() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// The next block, waiting up to 10 s for the reader.
+    fn next_block(src: &mut FileSource, object: u32, offset: u64, max: u64) -> Vec<u8> {
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            match src.next(object, offset, max) {
+                Ok(Some(b)) => return b,
+                Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(1)),
+                other => panic!("object {object} offset {offset}: {other:?}"),
+            }
+        }
+    }
+
+    /// The first block is there long before the file is read, the reader stays a bounded
+    /// distance ahead of the session, and a streamed file's bytes are followed by their digest
+    /// — each byte read once.
+    #[test]
+    fn reads_each_byte_once_a_bounded_way_ahead_and_streams_the_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        let size: u64 = 96 << 20;
+        let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let mut plan = crate::scan::plan(std::slice::from_ref(&path), "", false).unwrap();
+        plan.stream_digests();
+        let mut src = FileSource::new(&plan.sources, &plan.manifest.entries);
+        let object_len = plan.manifest.entries[0].object_len();
+        let first = next_block(&mut src, 1, 0, object_len);
+        assert_eq!(first[..], data[..first.len()]);
+        // Nobody takes more: the reader stops after its channel's worth.
+        std::thread::sleep(Duration::from_millis(300));
+        let ahead = src.bytes_read();
+        assert!(
+            ahead <= (AHEAD as u64 + 2) * BLOCK as u64,
+            "read {ahead} bytes ahead of a session that took one block"
+        );
+        let mut got = first;
+        while (got.len() as u64) < object_len {
+            let at = got.len() as u64;
+            let b = next_block(&mut src, 1, at, object_len - at);
+            got.extend_from_slice(&b);
+        }
+        assert_eq!(got.len() as u64, size + DIGEST_TRAILER);
+        assert_eq!(got[..size as usize], data[..]);
+        assert_eq!(&got[size as usize..], blake3::hash(&data).as_bytes());
+        assert_eq!(src.bytes_read(), size, "each byte read once");
+    }
+
+    /// A file that shrank after the scan: a clear error, not a short digest.
+    #[test]
+    fn a_file_that_shrank_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![1u8; 3 << 20]).unwrap();
+        let mut plan = crate::scan::plan(std::slice::from_ref(&path), "", false).unwrap();
+        plan.stream_digests();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(1 << 20)
+            .unwrap();
+        let mut src = FileSource::new(&plan.sources, &plan.manifest.entries);
+        let _ = next_block(&mut src, 1, 0, 3 << 20);
+        let end = Instant::now() + Duration::from_secs(10);
+        let err = loop {
+            match src.next(1, 1 << 20, 2 << 20) {
+                Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(1)),
+                other => break other.unwrap_err(),
+            }
+        };
+        assert!(
+            err.contains("shorter than when the transfer started"),
+            "{err}"
+        );
     }
 }

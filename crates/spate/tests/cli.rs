@@ -216,3 +216,48 @@ fn json_events_stream_one_object_per_line() {
     assert_eq!(last["event"], "error");
     assert_eq!(last["exit_code"], 3);
 }
+
+/// A plain send streams each file's digest after its bytes (spec §5.1, kind 2): the sender
+/// reads each byte once — no hashing pass before the first packet — and the receiver still
+/// checks the digest before the file is put in place. `--json` says so.
+#[test]
+fn a_send_reads_each_byte_once_and_reports_when_its_first_byte_left() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let port = free_port();
+    let mut server = common::spate()
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--root"])
+        .arg(&root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let size: u64 = 40 << 20;
+    let data: Vec<u8> = (0..size).map(|i| (i * 13 % 253) as u8).collect();
+    std::fs::write(t.path().join("big.bin"), &data).unwrap();
+    let out = run_bounded(
+        common::spate()
+            .current_dir(t.path())
+            .args(["send", "--json", "--connect-timeout", "5", "big.bin"])
+            .arg(format!("127.0.0.1:{port}:")),
+        Duration::from_secs(60),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["file_bytes_read"], size, "{stdout}");
+    assert_eq!(
+        v["bytes_delivered"], size,
+        "the digest trailer is not file bytes"
+    );
+    assert!(v["first_data_s"].as_f64().is_some(), "{stdout}");
+    assert_eq!(std::fs::read(root.join("big.bin")).unwrap(), data);
+}

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
-use serde_json::json;
+use serde_json::{json, Value};
 use spate::access::Access;
 use spate::confine::Root;
 use spate::keys::{Authorized, Identity};
@@ -100,7 +100,8 @@ enum End {
 }
 
 pub fn run(a: EndArgs) -> Result<()> {
-    let (bytes, seconds, retx) = match a.end {
+    spate::clock::process_start();
+    let (bytes, seconds, extra) = match a.end {
         End::UdpBlast { to, seconds } => udp_blast(to, seconds)?,
         End::UdpSink { listen } => udp_sink(listen)?,
         End::SpateRecv {
@@ -139,11 +140,11 @@ pub fn run(a: EndArgs) -> Result<()> {
             spate_send(to, &keys, &cipher, mem, file, rate, progress)?
         }
     };
-    println!(
-        "{}",
-        json!({ "bytes": bytes, "seconds": seconds, "cpu_s": cpu_seconds(),
-                "retransmission_overhead": retx })
-    );
+    let mut out = json!({ "bytes": bytes, "seconds": seconds, "cpu_s": cpu_seconds() });
+    if let (Some(o), Value::Object(e)) = (out.as_object_mut(), extra) {
+        o.extend(e);
+    }
+    println!("{out}");
     Ok(())
 }
 
@@ -165,8 +166,9 @@ pub fn rusage_seconds(who: libc::c_int) -> f64 {
     t(u.ru_utime) + t(u.ru_stime)
 }
 
-/// What an end moved: bytes, seconds, and (for a Spate sender) retransmitted / data packets.
-type Moved = (u64, f64, Option<f64>);
+/// What an end moved: bytes, seconds, and more fields for its JSON line (a Spate sender:
+/// retransmitted / data packets, when its first file byte left, bytes read from its file).
+type Moved = (u64, f64, Value);
 
 fn udp_blast(to: SocketAddr, seconds: f64) -> Result<Moved> {
     let bind: SocketAddr = if to.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" }.parse()?;
@@ -183,7 +185,7 @@ fn udp_blast(to: SocketAddr, seconds: f64) -> Result<Moved> {
             s.wait(Duration::from_millis(1), true)?;
         }
     }
-    Ok((bytes, start.elapsed().as_secs_f64(), None))
+    Ok((bytes, start.elapsed().as_secs_f64(), json!({})))
 }
 
 fn udp_sink(listen: SocketAddr) -> Result<Moved> {
@@ -211,7 +213,7 @@ fn udp_sink(listen: SocketAddr) -> Result<Moved> {
         s.wait(Duration::from_millis(10), false)?;
     }
     let secs = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
-    Ok((bytes, secs, None))
+    Ok((bytes, secs, json!({})))
 }
 
 /// Fresh `server` and `client` identities in `dir`, for the two ends of a run.
@@ -261,30 +263,34 @@ fn spate_recv(
         s2.store(true, Ordering::Relaxed);
     })?;
     match result {
-        Some((bytes, secs, None)) => Ok((bytes, secs, None)),
+        Some((bytes, secs, None)) => Ok((bytes, secs, json!({}))),
         Some((_, _, Some(e))) => bail!("the session failed: {e}"),
         None => bail!("no session within {max_seconds} s"),
     }
 }
 
-/// Memory as a source: a 1 MiB block of pseudo-random bytes, copied to every offset (the cost
-/// of reading from the page cache, without a file).
+/// Memory as a source: a 1 MiB block of pseudo-random bytes, copied into every block handed
+/// to the session (the cost of reading from the page cache, without a file).
 struct Memory {
     block: Vec<u8>,
+    spare: Vec<Vec<u8>>,
 }
 
 impl Source for Memory {
-    fn read(&mut self, _: u32, offset: u64, buf: &mut [u8]) -> Result<(), String> {
+    fn next(&mut self, _: u32, offset: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
         let n = self.block.len();
-        let mut at = (offset % n as u64) as usize;
-        for chunk in buf.chunks_mut(n) {
-            let len = chunk.len();
-            let k = len.min(n - at);
-            chunk[..k].copy_from_slice(&self.block[at..at + k]);
-            chunk[k..].copy_from_slice(&self.block[..len - k]);
-            at = (at + len) % n;
-        }
-        Ok(())
+        let mut out = self.spare.pop().unwrap_or_default();
+        out.resize(max.min(n as u64) as usize, 0);
+        let at = (offset % n as u64) as usize;
+        let k = out.len().min(n - at);
+        out[..k].copy_from_slice(&self.block[at..at + k]);
+        let rest = out.len() - k;
+        out[k..].copy_from_slice(&self.block[..rest]);
+        Ok(Some(out))
+    }
+
+    fn recycle(&mut self, block: Vec<u8>) {
+        self.spare.push(block);
     }
 }
 
@@ -339,16 +345,25 @@ fn spate_send(
                 entries: vec![Entry::file("bench.bin", bytes)],
             };
             let block = spate::noise::bytes(2, 1 << 20);
-            send_with(&manifest, &mut Memory { block }, &cfg, &mut report)?
+            let mut source = Memory {
+                block,
+                spare: Vec::new(),
+            };
+            send_with(&manifest, &mut source, &cfg, &mut report)?
         }
         (None, Some(path)) => {
             let dest = spate::scan::normalize_dest(".")?;
             let mut plan = spate::scan::plan(&[path], &dest, false)?;
-            plan.compute_digests(|_| {})?;
+            plan.stream_digests();
             send(&plan, &cfg, &mut report)?
         }
         _ => bail!("give exactly one of --mem and --file"),
     };
     let retx = r.stats.retransmitted_packets as f64 / r.stats.data_packets_sent.max(1) as f64;
-    Ok((r.stats.delivered_bytes, r.seconds, Some(retx)))
+    let extra = json!({
+        "retransmission_overhead": retx,
+        "first_data_s": r.first_data_s,
+        "file_bytes_read": r.file_bytes_read,
+    });
+    Ok((r.stats.delivered_bytes, r.seconds, extra))
 }

@@ -93,6 +93,9 @@ struct Row {
     note: String,
     /// Goodput of every run, Gbit/s, when the test was repeated (`gbps` is their median).
     runs: Vec<f64>,
+    /// A file sender's start: seconds from its start to its first file byte, and bytes it
+    /// read from the file.
+    start: Option<(f64, f64)>,
 }
 
 /// Where the ends run: loopback (no namespace) or the two namespaces of a veth pair.
@@ -194,6 +197,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
             cpu_per_gbit: (f64::NAN, f64::NAN),
             note: format!("not measured: {e:#}"),
             runs: vec![],
+            start: None,
         }),
     }
 
@@ -227,6 +231,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
             num(open, 1, "")
         ),
         runs: vec![],
+        start: None,
     });
 
     let size = a.size.to_string();
@@ -299,6 +304,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         cpu_per_gbit: (f64::NAN, cpu),
         note: "one process writing a new file in 256 KiB writes, as Spate's receiver does".into(),
         runs: vec![],
+        start: None,
     });
     let root = dir.path().join("dst");
     std::fs::create_dir(&root)?;
@@ -326,6 +332,14 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
             file_row.note
         )
     };
+    if let Some((first, read)) = file_row.start {
+        file_row.note = format!(
+            "first file byte sent {:.0} ms after the sender started; the file read {:.2}×; {}",
+            first * 1e3,
+            read / a.size as f64,
+            file_row.note
+        );
+    }
     rows.push(file_row);
     Ok(())
 }
@@ -472,6 +486,9 @@ fn row(path: &'static str, test: &'static str, s: &Value, r: &Value, note: Strin
         cpu_per_gbit: (f(s, "cpu_s") / gbit, f(r, "cpu_s") / gbit),
         note,
         runs: vec![],
+        start: s["first_data_s"]
+            .as_f64()
+            .zip(s["file_bytes_read"].as_f64()),
     }
 }
 
@@ -524,6 +541,7 @@ fn tcp(place: &Place<'_>, port: u16, seconds: f64) -> Result<Row> {
             String::new()
         },
         runs: vec![],
+        start: None,
     })
 }
 
@@ -592,6 +610,7 @@ mod tests {
             cpu_per_gbit: cpu,
             note: String::new(),
             runs: vec![],
+            start: None,
         };
         let t = table(&[
             row("raw UDP (GSO/GRO)", 40.0, (0.02, 0.01)),

@@ -55,7 +55,8 @@ pub struct ReceiverStats {
     pub duplicate_packets: u64,
     /// Retransmitted DATA whose bytes had all arrived already.
     pub spurious_retransmissions: u64,
-    /// Object bytes delivered to the application (each byte once).
+    /// File bytes delivered to the application (each byte once; a streamed file's digest
+    /// trailer is object bytes but not counted here).
     pub delivered_bytes: u64,
     /// Object bytes the application already held from an earlier session ([`Receiver::resume`]).
     pub resumed_bytes: u64,
@@ -439,7 +440,11 @@ impl Receiver {
             return Ok(None);
         }
         let o = d.object as usize;
-        let new = self.received[o].insert(d.offset..end);
+        // A streamed file's trailer (§5.1) is object bytes but not file bytes: counted apart.
+        let content = self.content_len(o);
+        let trailer_new = self.received[o].insert(d.offset.max(content)..end);
+        let content_new = self.received[o].insert(d.offset..end.min(content));
+        let new = trailer_new + content_new;
         if new == 0 {
             if d.flags.retransmission {
                 self.stats.spurious_retransmissions += 1;
@@ -452,7 +457,7 @@ impl Receiver {
             self.after_object_bytes(0);
             return Ok(None);
         }
-        self.stats.delivered_bytes += new;
+        self.stats.delivered_bytes += content_new;
         self.on_file_data_resume();
         self.after_object_bytes(d.object);
         Ok(Some(DataChunk {
@@ -537,10 +542,24 @@ impl Receiver {
         }
     }
 
+    /// Bytes of object `o` that are file content: all of it, but for a streamed file's
+    /// trailer.
+    fn content_len(&self, o: usize) -> u64 {
+        let listed = o
+            .checked_sub(1)
+            .and_then(|i| self.manifest.as_ref()?.entries.get(i));
+        listed.map_or(self.sizes.get(o).copied().unwrap_or(0), |e| e.size)
+    }
+
     fn on_manifest_complete(&mut self, manifest: Manifest) {
         self.manifest_buf = Vec::new();
         let n = manifest.entries.len();
-        self.sizes.extend(manifest.entries.iter().map(|e| e.size));
+        self.sizes.extend(
+            manifest
+                .entries
+                .iter()
+                .map(crate::manifest::Entry::object_len),
+        );
         self.received.resize(n + 1, RangeSet::new());
         self.done.resize(n + 1, false);
         self.objects_remaining += n;

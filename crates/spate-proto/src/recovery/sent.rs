@@ -108,6 +108,16 @@ impl SentLedger {
         Self::default()
     }
 
+    /// An empty ledger whose first recorded packet has number `base` (for tests of the end
+    /// of the packet number space).
+    #[cfg(test)]
+    pub(crate) fn starting_at(base: u64) -> Self {
+        SentLedger {
+            base,
+            ..Self::default()
+        }
+    }
+
     /// Record a send. Packet numbers must be consecutive.
     pub fn on_sent(&mut self, pn: u64, sent_at: Instant, bytes: u32, kind: SentKind) {
         debug_assert_eq!(

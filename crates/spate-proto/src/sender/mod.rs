@@ -22,7 +22,9 @@
 //! | `feedback.rs` | applying ACCEPT, FEEDBACK and CLOSE |
 //! | `request.rs` | asking for reports sooner than the Feedback Interval on short paths |
 //! | `resume.rs` | waiting for HAVE and skipping what the receiver holds |
+//! | `buffer.rs` | the object bytes in flight, from the source until acknowledged |
 
+mod buffer;
 mod feedback;
 mod request;
 mod resume;
@@ -55,10 +57,22 @@ pub const MAX_PROBE_INTERVAL: Duration = Duration::from_millis(200);
 pub const SILENT_AFTER_PROBES: u32 = 2;
 
 /// Where the bytes of objects 1..=N come from. Object 0, the manifest, is held by the session.
+///
+/// The session asks for each byte once, in stream order — object 1 from offset 0 to its end,
+/// then object 2, … (empty objects are not asked for) — and keeps what it got until the
+/// receiver acknowledged it (`buffer.rs`). It never waits: a source with nothing ready says so,
+/// and is asked again on a later [`Sender::poll_transmit`]; [`Sender::starved`] tells the
+/// driver to come back soon.
 pub trait Source {
-    /// Fill `buf` with the bytes of `object` from `offset` on. The session only asks for ranges
-    /// inside the object's size. An error ends the session with [`SessionError::Source`].
-    fn read(&mut self, object: u32, offset: u64, buf: &mut [u8]) -> Result<(), String>;
+    /// The next bytes of `object`, starting at `offset`: at least 1 and at most `max` (what
+    /// is left of the object), or `None` when none are ready yet. An error ends the session
+    /// with [`SessionError::Source`].
+    fn next(&mut self, object: u32, offset: u64, max: u64) -> Result<Option<Vec<u8>>, String>;
+
+    /// A block handed over earlier whose every byte is now acknowledged: its buffer, to reuse.
+    fn recycle(&mut self, block: Vec<u8>) {
+        drop(block);
+    }
 }
 
 /// A [`Source`] whose objects are all zero bytes: for tests, fuzz targets and hand-driven
@@ -67,9 +81,8 @@ pub trait Source {
 pub struct Zeros;
 
 impl Source for Zeros {
-    fn read(&mut self, _: u32, _: u64, buf: &mut [u8]) -> Result<(), String> {
-        buf.fill(0);
-        Ok(())
+    fn next(&mut self, _: u32, _: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
+        Ok(Some(vec![0; max.min(64 << 10) as usize]))
     }
 }
 
@@ -114,12 +127,16 @@ pub struct SenderStats {
     pub spurious_losses: u64,
     /// FEEDBACK packets processed.
     pub feedback_received: u64,
-    /// Object bytes known delivered.
+    /// File bytes known delivered (a streamed file's digest trailer is not counted).
     pub delivered_bytes: u64,
     /// Object bytes the receiver already held from an earlier session (never sent).
     pub resumed_bytes: u64,
     /// Datagrams dropped as malformed or unexpected.
     pub dropped_packets: u64,
+    /// Object bytes taken from the [`Source`] (each byte is asked for once).
+    pub source_bytes: u64,
+    /// Object bytes of files (not the manifest) sent for the first time.
+    pub new_bytes_sent: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +160,8 @@ pub struct Sender {
     prefix_len: usize,
     /// Size of each object; index 0 is the manifest.
     sizes: Vec<u64>,
+    /// File bytes of each object: its size less a streamed file's digest trailer (§5.1).
+    content: Vec<u64>,
     datagram: usize,
 
     pns: PacketNumbers,
@@ -153,6 +172,8 @@ pub struct Sender {
     /// Watermark already applied: every object below `.0` and bytes below `.1` of object `.0`.
     watermark: (u32, u64),
     retransmit: VecDeque<Chunk>,
+    /// Object bytes from the source until acknowledged.
+    buffer: buffer::SendBuffer,
     /// Next new byte to send.
     cursor: (u32, u64),
     /// End of the last non-empty object: new data remains while `cursor < data_end`.
@@ -213,7 +234,14 @@ impl Sender {
         let manifest_bytes = manifest.encode()?;
         let mut sizes = Vec::with_capacity(manifest.entries.len() + 1);
         sizes.push(manifest_bytes.len() as u64);
-        sizes.extend(manifest.entries.iter().map(|e| e.size));
+        sizes.extend(
+            manifest
+                .entries
+                .iter()
+                .map(crate::manifest::Entry::object_len),
+        );
+        let mut content = vec![sizes[0]];
+        content.extend(manifest.entries.iter().map(|e| e.size));
         let n = sizes.len();
         let datagram = usize::from(cfg.max_datagram).clamp(wire::MIN_DATAGRAM, wire::MAX_DATAGRAM);
         let mut s = Sender {
@@ -223,6 +251,7 @@ impl Sender {
             prefix_len: 0,
             manifest_bytes,
             sizes,
+            content,
             datagram,
             pns: PacketNumbers::new(),
             ledger: SentLedger::new(),
@@ -231,6 +260,7 @@ impl Sender {
             objects_remaining: n,
             watermark: (0, 0),
             retransmit: VecDeque::new(),
+            buffer: buffer::SendBuffer::new(cfg.send_buffer),
             cursor: (0, 0),
             data_end: (0, 0),
             rtt: RttEstimator::new(cfg.initial_rtt),
@@ -301,9 +331,25 @@ impl Sender {
         self.ledger.in_flight_bytes()
     }
 
-    /// Total bytes of all objects (excluding the manifest).
+    /// Object bytes held in the send buffer (from the source, not yet acknowledged).
+    pub fn buffered_bytes(&self) -> u64 {
+        self.buffer.held()
+    }
+
+    /// New data could go now, but the [`Source`] had none ready when last asked: call
+    /// [`poll_transmit`](Self::poll_transmit) again soon (a driver reading on another thread:
+    /// when it has the next block).
+    pub fn starved(&self) -> bool {
+        self.phase == Phase::Transfer
+            && self.buffer.starved()
+            && self.object_done[0]
+            && !self.have_pending
+            && self.cursor < self.data_end
+    }
+
+    /// Total file bytes of all objects (excluding the manifest and digest trailers).
     pub fn total_bytes(&self) -> u64 {
-        self.sizes[1..].iter().sum()
+        self.content[1..].iter().sum()
     }
 
     /// Manifest entries (files and directories) whose every byte is acknowledged, and how
@@ -541,8 +587,9 @@ impl Sender {
         self.awaiting_verdict() || (self.have_pending && self.object_done[0])
     }
 
-    /// Object bytes per DATA packet at the current datagram size.
-    fn chunk_payload(&self) -> u64 {
+    /// Object bytes per DATA packet at the current datagram size (the size of every chunk
+    /// but an object's last).
+    pub fn chunk_payload(&self) -> u64 {
         (self.datagram - wire::DATA_OVERHEAD - self.cfg.overhead.tag) as u64
     }
 
@@ -571,7 +618,10 @@ impl Sender {
             return;
         };
         let end = range.end.min(self.sizes[o]);
-        let new = set.insert(range.start..end);
+        // A streamed file's trailer is object bytes, not file bytes: not counted below.
+        let content = self.content[o];
+        set.insert(range.start.max(content)..end);
+        let new = set.insert(range.start..end.min(content));
         if o != 0 && self.have_pending {
             // No file data was sent yet: the receiver held these bytes from before (they come
             // from its HAVE or from a watermark that already covers them).

@@ -6,7 +6,7 @@
 //! 3. a PING carrying the ACCEPT's token, right after ACCEPT and whenever a report says the
 //!    receiver has not validated our address (spec §4.8);
 //! 4. a probe, when the probe timer fired: the oldest chunk still in flight, flagged PROBE, or a
-//!    PING if nothing is in flight;
+//!    PING if nothing is in flight (or that chunk's bytes were delivered by another packet);
 //! 5. subject to pacing and the in-flight bound, and not while the path is silent:
 //!    retransmissions of lost chunks, oldest loss first; then new data in object order. File
 //!    data waits until the manifest (object 0) is fully acknowledged and, when resuming, until
@@ -74,13 +74,28 @@ impl Sender {
                 }
                 if self.probe_due {
                     self.probe_due = false;
-                    let len = self.write_probe(now, buf, source)?;
+                    let len = self.write_probe(now, buf)?;
                     return Some(Transmit {
                         len,
                         segment_size: len,
                     });
                 }
-                self.write_data_batch(now, buf, source)
+                let payload = self.chunk_payload();
+                self.buffer.release(&self.delivered, &self.sizes, payload);
+                if let Err((object, offset, reason)) =
+                    self.buffer.fill(self.cursor, &self.sizes, source)
+                {
+                    let err = SessionError::Source {
+                        object,
+                        offset,
+                        reason,
+                    };
+                    let msg = err.to_string();
+                    self.fail(err, CloseCode::Application, &msg);
+                    return self.poll_transmit(now, buf, source);
+                }
+                self.stats.source_bytes = self.buffer.taken();
+                self.write_data_batch(now, buf)
             }
         }
     }
@@ -198,12 +213,7 @@ impl Sender {
         Some(len)
     }
 
-    fn write_probe(
-        &mut self,
-        now: Instant,
-        buf: &mut [u8],
-        source: &mut impl Source,
-    ) -> Option<usize> {
+    fn write_probe(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         self.stats.probes_sent += 1;
         let chunk = self
             .ledger
@@ -211,14 +221,18 @@ impl Sender {
             .and_then(|(_, p)| match p.kind {
                 SentKind::Data { chunk, .. } => Some(chunk),
                 SentKind::Control => None,
-            });
+            })
+            // A packet still counted in flight whose bytes arrived in another (a
+            // retransmission) needs no repeat, and its bytes may have left the send buffer:
+            // a PING asks for the report as well.
+            .filter(|c| !self.delivered[c.object as usize].contains_range(c.offset..c.end()));
         match chunk {
             Some(c) => {
                 let flags = DataFlags {
                     retransmission: true,
                     probe: true,
                 };
-                self.write_data(now, buf, source, c, flags)
+                self.write_data(now, buf, c, flags)
             }
             None => self.write_ping(now, buf),
         }
@@ -236,12 +250,7 @@ impl Sender {
         Some(len)
     }
 
-    fn write_data_batch(
-        &mut self,
-        now: Instant,
-        buf: &mut [u8],
-        source: &mut impl Source,
-    ) -> Option<Transmit> {
+    fn write_data_batch(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let mut len = 0;
         let mut segment = 0;
         // The bound moves with the rate, which a batch hardly changes: computed once.
@@ -264,7 +273,7 @@ impl Sender {
                 retransmission,
                 probe: self.request_report(now),
             };
-            let Some(n) = self.write_data(now, &mut buf[len..], source, chunk, flags) else {
+            let Some(n) = self.write_data(now, &mut buf[len..], chunk, flags) else {
                 if retransmission {
                     self.retransmit.push_front(chunk);
                 }
@@ -281,7 +290,8 @@ impl Sender {
                 break;
             }
         }
-        if self.pacer.may_send(now) && (self.silent || self.ledger.in_flight_bytes() >= cap) {
+        let held = self.silent || self.ledger.in_flight_bytes() >= cap || self.buffer.full();
+        if self.pacer.may_send(now) && held {
             self.path_held = true;
         }
         (len > 0).then_some(Transmit {
@@ -290,13 +300,25 @@ impl Sender {
         })
     }
 
-    /// The next chunk to send: the oldest undelivered lost chunk, else new data.
+    /// The next chunk to send: the oldest undelivered lost chunk, else new data — if the
+    /// source has handed its bytes over.
     fn next_chunk(&mut self) -> Option<(Chunk, bool)> {
         while let Some(c) = self.retransmit.pop_front() {
             if !self.delivered[c.object as usize].contains_range(c.offset..c.end()) {
                 return Some((c, true));
             }
         }
+        let chunk = self.next_new_chunk()?;
+        self.cursor = (chunk.object, chunk.end());
+        if self.stats.resumed_bytes > 0 {
+            self.skip_held();
+        }
+        Some((chunk, false))
+    }
+
+    /// The chunk of new data at the cursor, if it may go and its bytes are at hand. Moves the
+    /// cursor past objects already sent to their end.
+    fn next_new_chunk(&mut self) -> Option<Chunk> {
         let payload = self.chunk_payload();
         loop {
             let (object, offset) = self.cursor;
@@ -312,18 +334,12 @@ impl Sender {
                 continue;
             }
             let len = payload.min(self.sizes[o] - offset) as u32;
-            self.cursor.1 += u64::from(len);
-            if self.stats.resumed_bytes > 0 {
-                self.skip_held();
-            }
-            return Some((
-                Chunk {
-                    object,
-                    offset,
-                    len,
-                },
-                false,
-            ));
+            let chunk = Chunk {
+                object,
+                offset,
+                len,
+            };
+            return (o == 0 || self.buffer.has(object, chunk.end())).then_some(chunk);
         }
     }
 
@@ -331,7 +347,6 @@ impl Sender {
         &mut self,
         now: Instant,
         buf: &mut [u8],
-        source: &mut impl Source,
         chunk: Chunk,
         flags: DataFlags,
     ) -> Option<usize> {
@@ -349,11 +364,11 @@ impl Sender {
         if chunk.object == 0 {
             let start = chunk.offset as usize;
             payload.copy_from_slice(&self.manifest_bytes[start..start + chunk.len as usize]);
-        } else if let Err(reason) = source.read(chunk.object, chunk.offset, payload) {
+        } else if !self.buffer.copy(chunk, payload) {
             let err = SessionError::Source {
                 object: chunk.object,
                 offset: chunk.offset,
-                reason,
+                reason: "internal error: bytes in flight left the send buffer".to_owned(),
             };
             let msg = err.to_string();
             self.fail(err, CloseCode::Application, &msg);
@@ -364,6 +379,8 @@ impl Sender {
         if flags.retransmission {
             self.stats.retransmitted_packets += 1;
             self.stats.retransmitted_bytes += u64::from(chunk.len);
+        } else if chunk.object != 0 {
+            self.stats.new_bytes_sent += u64::from(chunk.len);
         }
         self.record(
             now,
@@ -377,6 +394,9 @@ impl Sender {
         Some(total)
     }
 
+    /// Something could be sent now if pacing and the in-flight bound allow: a
+    /// retransmission, manifest bytes, or new data the source has handed over (a starved
+    /// session waits for its driver, not for a timer).
     pub(super) fn has_data_to_send(&self) -> bool {
         if !self.retransmit.is_empty() {
             return true;
@@ -384,7 +404,21 @@ impl Sender {
         if self.cursor.0 == 0 && self.cursor.1 < self.sizes[0] {
             return true;
         }
-        self.object_done[0] && !self.have_pending && self.cursor < self.data_end
+        if !(self.object_done[0] && !self.have_pending && self.cursor < self.data_end) {
+            return false;
+        }
+        // The cursor may rest at the end of an object: the next chunk starts at the next
+        // non-empty object.
+        let (mut object, mut offset) = self.cursor;
+        while offset >= self.sizes.get(object as usize).copied().unwrap_or(0) {
+            object += 1;
+            offset = 0;
+            if object as usize >= self.sizes.len() {
+                return false;
+            }
+        }
+        let end = self.sizes[object as usize].min(offset + self.chunk_payload());
+        self.buffer.has(object, end)
     }
 }
 
@@ -406,6 +440,7 @@ mod tests {
         let cfg = crate::SenderConfig::new(RateConfig::fixed(1_000_000_000));
         let mut s = Sender::new(cfg, 1, &m, Instant::ZERO).unwrap();
         s.pns = PacketNumbers::starting_at(MAX_PACKET_NUMBER - 2);
+        s.ledger = crate::recovery::SentLedger::starting_at(MAX_PACKET_NUMBER - 2);
         let mut buf = vec![0u8; 1472];
         let mut seen = Vec::new();
         for ms in 0..50 {

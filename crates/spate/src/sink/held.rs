@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
-use spate_proto::{Entry, EntryKind, Manifest};
+use spate_proto::{Entry, Manifest};
 
 use crate::confine::Target;
 use crate::journal;
@@ -48,7 +48,7 @@ pub fn find_held(manifest: &Manifest, targets: &[Target]) -> Held {
     let mut held = Held::default();
     for (i, (e, target)) in manifest.entries.iter().zip(targets).enumerate() {
         let object = i as u32 + 1;
-        if e.kind != EntryKind::File || e.size == 0 {
+        if !e.kind.is_file() || e.size == 0 {
             continue;
         }
         if in_place(target, e) {
@@ -65,7 +65,8 @@ pub fn find_held(manifest: &Manifest, targets: &[Target]) -> Held {
     held
 }
 
-/// A regular file of the entry's size and digest is already at `target`.
+/// A regular file of the entry's size and digest is already at `target` (never for a streamed
+/// file: its digest comes after its bytes, too late to vouch for a file in place).
 fn in_place(target: &Target, e: &Entry) -> bool {
     let (Ok(m), Some(want)) = (target.symlink_metadata(), e.digest) else {
         return false;

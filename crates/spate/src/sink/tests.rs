@@ -268,3 +268,58 @@ fn queued_bytes_are_bounded() {
     assert!(queued <= LANE_BYTES, "{queued} bytes queued");
     assert!(queued >= LANE_BYTES / 2, "only {queued} bytes queued");
 }
+
+/// A streamed file's entry (spec §5.1): no digest in the manifest; its object is `data` and
+/// then the 32-byte digest `trailer`.
+fn streamed(path: &str, data: &[u8], trailer: [u8; 32]) -> (Entry, Vec<u8>) {
+    let mut e = Entry::file(path, data.len() as u64);
+    e.kind = spate_proto::EntryKind::StreamedFile;
+    let mut object = data.to_vec();
+    object.extend_from_slice(&trailer);
+    (e, object)
+}
+
+/// The trailer is the digest the file is checked against and is not written to the file,
+/// however the pieces fall (here one straddles the file's end and the trailer).
+#[test]
+fn a_streamed_file_is_checked_against_its_trailer_and_placed_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..(3u32 << 20) + 777).map(|i| (i * 7) as u8).collect();
+    let (e, object) = streamed("s.bin", &data, *blake3::hash(&data).as_bytes());
+    let (small, small_object) = streamed("t.bin", b"hello", *blake3::hash(b"hello").as_bytes());
+    let manifest = Manifest::new(vec![e, small]);
+    let pool = pool();
+    let mut sink = start(&pool, dir.path(), &manifest);
+    send(&mut sink, 1, &object);
+    assert!(matches!(outcome(&mut sink), Outcome::Done(1)));
+    // The trailer first, the content after: arrival order does not matter.
+    write(&mut sink, 2, 5, &small_object[5..]);
+    write(&mut sink, 2, 0, &small_object[..5]);
+    sink.finish(2);
+    assert!(matches!(outcome(&mut sink), Outcome::Done(2)));
+    assert_eq!(fs::read(dir.path().join("s.bin")).unwrap(), data);
+    assert_eq!(fs::read(dir.path().join("t.bin")).unwrap(), b"hello");
+}
+
+/// A trailer that is not the digest of the bytes received: nothing is put in place, and the
+/// message says which file and what to do.
+#[test]
+fn a_streamed_file_with_a_wrong_trailer_is_not_placed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = vec![5u8; 2 << 20];
+    let (e, object) = streamed("s.bin", &data, [9; 32]);
+    let manifest = Manifest::new(vec![e]);
+    let pool = pool();
+    let mut sink = start(&pool, dir.path(), &manifest);
+    send(&mut sink, 1, &object);
+    let Outcome::Failed(msg) = outcome(&mut sink) else {
+        panic!("a wrong trailer was accepted")
+    };
+    assert!(msg.contains("digest mismatch for 's.bin'"), "{msg}");
+    assert!(msg.contains("send it again"), "{msg}");
+    sink.abort(false);
+    sink.wait_idle();
+    assert!(!dir.path().join("s.bin").exists());
+    let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -53,6 +53,32 @@ struct Open {
     digest: Option<[u8; 32]>,
     /// None for files of one block or less: their only block completes with the file.
     journal: Option<Journal>,
+    /// A streamed file's digest, from the bytes after its content (spec §5.1).
+    trailer: Trailer,
+}
+
+/// The 32 bytes after a streamed file's content: the sender's BLAKE3 digest of it.
+#[derive(Default)]
+struct Trailer {
+    bytes: [u8; 32],
+    /// Bit `i` set: byte `i` arrived.
+    have: u32,
+}
+
+impl Trailer {
+    fn put(&mut self, at: u64, bytes: &[u8]) {
+        for (i, &b) in bytes.iter().enumerate() {
+            let k = at as usize + i;
+            if k < self.bytes.len() {
+                self.bytes[k] = b;
+                self.have |= 1 << k;
+            }
+        }
+    }
+
+    fn digest(&self) -> Option<[u8; 32]> {
+        (self.have == u32::MAX).then_some(self.bytes)
+    }
 }
 
 impl Open {
@@ -116,7 +142,7 @@ impl Writer {
                 let t = root
                     .prepare_noting(path, &mut w.created)
                     .map_err(|err| (path.clone(), err))?;
-                if e.kind == EntryKind::File {
+                if e.kind.is_file() {
                     replaceable(&t, path).map_err(|err| (path.clone(), err))?;
                 }
                 w.targets.push(t);
@@ -220,6 +246,7 @@ impl Writer {
                 hashing: HashMap::new(),
                 digest: (entry.size == 0).then(|| *blake3::hash(b"").as_bytes()),
                 journal,
+                trailer: Trailer::default(),
             };
             for &(i, cv) in &reuse {
                 open.written.insert(journal::block_range(i, entry.size));
@@ -238,6 +265,16 @@ impl Writer {
         let (Some(open), scratch) = (self.open.get_mut(&object), &mut self.scratch) else {
             return Ok(());
         };
+        // A streamed file's object goes on after its content with the digest (the protocol
+        // keeps DATA within the object, so only a streamed file has bytes past `size`).
+        let content = size.saturating_sub(offset).min(bytes.len() as u64) as usize;
+        let (bytes, trailer) = bytes.split_at(content);
+        if !trailer.is_empty() {
+            open.trailer.put((offset + content as u64) - size, trailer);
+        }
+        if bytes.is_empty() {
+            return Ok(());
+        }
         // A file created sparse in this session reads zeros where nothing was written.
         if !(open.fresh && bytes.iter().all(|&b| b == 0)) {
             open.file.write_all_at(bytes, offset)?;
@@ -277,7 +314,7 @@ impl Writer {
 
     fn finish(&mut self, object: u32) -> io::Result<()> {
         let (e, target) = self.entry(object)?;
-        let (kind, mode, mtime, digest) = (e.kind, e.mode, e.mtime, e.digest);
+        let (kind, mode, mtime, listed) = (e.kind, e.mode, e.mtime, e.digest);
         let path = self.names[object as usize - 1].clone();
         let size = e.size;
         let target = target.clone();
@@ -303,6 +340,12 @@ impl Writer {
         let open = self.open.remove(&object).expect("opened above");
         let f = open.file;
         let tmp = journal::part_path(&target);
+        let digest = match kind {
+            EntryKind::StreamedFile => Some(open.trailer.digest().ok_or_else(|| {
+                io::Error::other("internal error: a streamed file ended without its digest")
+            })?),
+            EntryKind::File | EntryKind::Directory => listed,
+        };
         if let Some(want) = digest {
             // Every block hashed: the map holds one value per block, in order.
             let cvs = (open.cvs.len() as u64 == size.div_ceil(BLOCK))
