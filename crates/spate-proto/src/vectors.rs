@@ -412,6 +412,32 @@ pub fn all() -> Vec<Vector> {
         fields: f.0,
     });
 
+    let mut f = Fields(Vec::new());
+    f.header(PacketType::Feedback, 0x2, "VALIDATED", 5)
+        .varint("Largest Received", 40)
+        .varint("Ack Delay", 120)
+        .varint("Receive Time", 93_000)
+        .varint("Bytes Received", 58_880)
+        .varint("First Missing Object", 1)
+        .varint("First Missing Offset", 28_960)
+        .put("Range Count", "0 (two-byte form)", vec![0x40, 0x00])
+        .varint("First Range", 40)
+        .varint("Extension Type", 1)
+        .put(
+            "Extension Length",
+            "4 (the Value is one 4-byte varint)",
+            vec![0x04],
+        )
+        .varint("Write Limit", 16_806_176);
+    v.push(Vector {
+        name: "feedback-limit",
+        description: "FEEDBACK (§4.5) with a Write Limit (extension type 1): the receiver has \
+                      taken 28 960 file bytes of this session and can queue 16 MiB more, so the \
+                      sender may have sent at most 16 806 176",
+        kind: Kind::Packet,
+        fields: f.0,
+    });
+
     let reason = "manifest rejected: entry 1: path \"../x\" has a '.' or '..' component";
     let mut f = Fields(Vec::new());
     f.header(PacketType::Close, 0, "none", 0)

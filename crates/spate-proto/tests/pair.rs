@@ -35,6 +35,43 @@ impl Source for Pattern {
     }
 }
 
+/// The receiving application's writer, slower than the link: it drains `bytes_per_sec` from a
+/// queue of at most `budget` bytes, and DATA that would overflow the queue is dropped
+/// unacknowledged before the session sees it (as the reference's server does). With
+/// `flow_control` the session is told the queue's room (spec §7.4).
+struct SlowWriter {
+    budget: u64,
+    bytes_per_sec: u64,
+    flow_control: bool,
+    queued: u64,
+    drained_to: Instant,
+    dropped: u64,
+    peak: u64,
+}
+
+impl SlowWriter {
+    fn new(budget: u64, bytes_per_sec: u64, flow_control: bool) -> Self {
+        SlowWriter {
+            budget,
+            bytes_per_sec,
+            flow_control,
+            queued: 0,
+            drained_to: Instant::ZERO,
+            dropped: 0,
+            peak: 0,
+        }
+    }
+
+    fn drain(&mut self, now: Instant) {
+        let dt = now.saturating_since(self.drained_to);
+        let n = (dt.as_nanos() * u128::from(self.bytes_per_sec) / 1_000_000_000) as u64;
+        if n > 0 || self.queued == 0 {
+            self.queued = self.queued.saturating_sub(n);
+            self.drained_to = now;
+        }
+    }
+}
+
 /// What the link does with the n-th datagram in one direction.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Fate {
@@ -53,6 +90,7 @@ struct Outcome {
     receiver: Option<Receiver>,
     /// Datagrams in each DATA batch the sender released, with its time.
     batches: Vec<(Instant, usize)>,
+    writer: Option<SlowWriter>,
 }
 
 /// Run a transfer of `sizes` over a link with one-way delay `owd`, where `forward(n)` and
@@ -81,13 +119,15 @@ fn run_batched(
         stall_every: 0,
         calls: 0,
     };
-    run_from(source, batch, sizes, rate_bps, owd, forward, reverse)
+    run_from(source, None, batch, sizes, rate_bps, owd, forward, reverse)
 }
 
 /// [`run_batched`] reading from `source`. A starved sender is polled again after 1 ms of
 /// virtual time, as a driver does when its reader thread has the next block.
+#[allow(clippy::too_many_arguments)]
 fn run_from(
     mut source: Pattern,
+    mut writer: Option<SlowWriter>,
     batch: usize,
     sizes: &[u64],
     rate_bps: u64,
@@ -141,6 +181,10 @@ fn run_from(
             }
         }
         if let Some(r) = receiver.as_mut() {
+            if let Some(w) = writer.as_mut().filter(|w| w.flow_control) {
+                w.drain(now);
+                r.set_write_room(now, w.budget - w.queued);
+            }
             while let Some(t) = r.poll_transmit(now, &mut buf) {
                 let fate = reverse(rev_n, now);
                 rev_n += 1;
@@ -164,7 +208,7 @@ fn run_from(
         if let Some(t) = receiver.as_ref().and_then(|r| r.poll_timeout()) {
             next = next.min(t);
         }
-        if sender.starved() {
+        if sender.starved() || writer.as_ref().is_some_and(|w| w.queued > 0) {
             next = next.min(now + MS);
         }
         if next == Instant::MAX || next > Instant::from_millis(600_000) {
@@ -182,10 +226,22 @@ fn run_from(
                                     .ok()
                         }
                         Some(r) => {
+                            if let Some(w) = writer.as_mut() {
+                                w.drain(now);
+                                let data = bytes[1] & 0x0f == 3;
+                                if data && w.queued + bytes.len() as u64 > w.budget {
+                                    w.dropped += 1;
+                                    continue;
+                                }
+                            }
                             if let Ok(Some(c)) = r.handle_datagram(now, &mut bytes) {
                                 let f = &mut files[c.object as usize - 1];
-                                let at = c.offset as usize;
-                                f[at..at + c.payload.len()].copy_from_slice(&bytes[c.payload]);
+                                let (at, n) = (c.offset as usize, c.payload.len());
+                                f[at..at + n].copy_from_slice(&bytes[c.payload]);
+                                if let Some(w) = writer.as_mut() {
+                                    w.queued += n as u64;
+                                    w.peak = w.peak.max(w.queued);
+                                }
                             }
                         }
                     }
@@ -208,6 +264,7 @@ fn run_from(
         sender,
         receiver,
         batches,
+        writer,
     }
 }
 
@@ -272,13 +329,86 @@ fn a_source_slower_than_the_link_is_waited_for() {
         stall_every: 2,
         calls: 0,
     };
-    let o = run_from(source, 1, &sizes, 100_000_000, 20 * MS, lossy, lossy);
+    let o = run_from(source, None, 1, &sizes, 100_000_000, 20 * MS, lossy, lossy);
     assert_exact(&o, &sizes);
     let s = o.sender.stats();
     assert_eq!(s.source_bytes, sizes.iter().sum::<u64>(), "{s:?}");
     assert!(
         s.retransmitted_packets > 0,
         "losses were repaired from memory"
+    );
+}
+
+/// A writer at 20 Mbit/s behind a 100 Mbit/s sender, with a 1 MiB queue (spec §7.4): told
+/// the queue's room, the sender slows to the writer — nothing is dropped for lack of room,
+/// the queue never holds more than its budget, and the transfer takes about size / writer
+/// rate. Without it (the control run) the sender finds out only by loss, and a large share of
+/// what it sends is dropped and sent again.
+#[test]
+fn a_receiver_slower_than_the_link_slows_the_sender_instead_of_dropping() {
+    let sizes = [6_000_000, 2_000_000];
+    let deliver = |_, _| Fate::Deliver;
+    let steady = || Pattern {
+        stall_every: 0,
+        calls: 0,
+    };
+    let writer = |flow| Some(SlowWriter::new(1 << 20, 2_500_000, flow));
+    let o = run_from(
+        steady(),
+        writer(true),
+        4,
+        &sizes,
+        100_000_000,
+        30 * MS,
+        deliver,
+        deliver,
+    );
+    assert_exact(&o, &sizes);
+    let w = o.writer.as_ref().unwrap();
+    let s = o.sender.stats();
+    assert_eq!(w.dropped, 0, "{s:?}");
+    assert!(w.peak <= w.budget, "{} queued", w.peak);
+    assert!(
+        s.retransmitted_packets * 100 <= s.data_packets_sent,
+        "{s:?}"
+    );
+    // 8 MB at 2.5 MB/s: 3.2 s, plus the start and the last drain.
+    assert!(o.end < Instant::from_millis(4_500), "took until {}", o.end);
+
+    let control = run_from(
+        steady(),
+        writer(false),
+        4,
+        &sizes,
+        100_000_000,
+        30 * MS,
+        deliver,
+        deliver,
+    );
+    assert_exact(&control, &sizes);
+    let cw = control.writer.as_ref().unwrap();
+    let cs = control.sender.stats();
+    println!(
+        "flow control: until {}, {} dropped, {}/{} retransmitted, peak queue {} B; without: \
+         until {}, {} dropped, {}/{} retransmitted",
+        o.end,
+        w.dropped,
+        s.retransmitted_packets,
+        s.data_packets_sent,
+        w.peak,
+        control.end,
+        cw.dropped,
+        cs.retransmitted_packets,
+        cs.data_packets_sent
+    );
+    assert!(
+        cw.dropped > 100,
+        "the control run dropped only {}",
+        cw.dropped
+    );
+    assert!(
+        cs.retransmitted_packets * 10 > cs.data_packets_sent,
+        "{cs:?}"
     );
 }
 

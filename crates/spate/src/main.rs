@@ -498,6 +498,12 @@ struct ServeLimits {
     /// fresh transfer larger than the free space is refused at once, not when the disk fills.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     quota: Option<u64>,
+    /// Write received files at most this fast, all transfers together (bits per second:
+    /// 400M, 2G), for disks shared with other work. Senders slow down to it — each session
+    /// tells its sender how much its writer can still take (spec §7.4) — instead of losing
+    /// packets to a full queue.
+    #[arg(long, value_parser = parse_rate, value_name = "RATE")]
+    write_rate: Option<u64>,
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -544,6 +550,7 @@ fn run(cli: Cli) -> Result<()> {
                 listen,
                 discard,
                 limits,
+                write_rate: l.write_rate,
                 token,
                 retry_always,
                 json,
@@ -716,6 +723,8 @@ struct ServeOpts {
     listen: SocketAddr,
     discard: bool,
     limits: Limits,
+    /// Bits per second all sessions together may write (`--write-rate`).
+    write_rate: Option<u64>,
     token: bool,
     retry_always: bool,
     json: bool,
@@ -754,6 +763,9 @@ fn serve(root: &std::path::Path, identity: spate::keys::Identity, o: &ServeOpts)
         .filter(|r| r.0 != 0);
     let socket = bind_socket(o.listen.ip(), range)?;
     let mut server = Server::on_socket(socket, root.clone(), identity, access)?.limits(o.limits);
+    if let Some(bps) = o.write_rate {
+        server = server.write_rate((bps / 8).max(1))?;
+    }
     if o.discard {
         server = server.discard();
     }

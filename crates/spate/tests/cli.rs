@@ -217,11 +217,9 @@ fn json_events_stream_one_object_per_line() {
     assert_eq!(last["exit_code"], 3);
 }
 
-/// A plain send streams each file's digest after its bytes (spec §5.1, kind 2): the sender
-/// reads each byte once — no hashing pass before the first packet — and the receiver still
-/// checks the digest before the file is put in place. `--json` says so.
-#[test]
-fn a_send_reads_each_byte_once_and_reports_when_its_first_byte_left() {
+/// Start `spate serve` with `serve_args`, send a file of `size` bytes to it with `send_args`
+/// and `--json`, and check the copy is exact: the sender's JSON report.
+fn send_one_file(serve_args: &[&str], send_args: &[&str], size: u64) -> serde_json::Value {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     std::fs::create_dir(&root).unwrap();
@@ -229,20 +227,22 @@ fn a_send_reads_each_byte_once_and_reports_when_its_first_byte_left() {
     let mut server = common::spate()
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--root"])
         .arg(&root)
+        .args(serve_args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let size: u64 = 40 << 20;
     let data: Vec<u8> = (0..size).map(|i| (i * 13 % 253) as u8).collect();
     std::fs::write(t.path().join("big.bin"), &data).unwrap();
     let out = run_bounded(
         common::spate()
             .current_dir(t.path())
-            .args(["send", "--json", "--connect-timeout", "5", "big.bin"])
+            .args(["send", "--json", "--connect-timeout", "5"])
+            .args(send_args)
+            .arg("big.bin")
             .arg(format!("127.0.0.1:{port}:")),
-        Duration::from_secs(60),
+        Duration::from_secs(120),
     );
     let _ = server.kill();
     let _ = server.wait();
@@ -252,12 +252,48 @@ fn a_send_reads_each_byte_once_and_reports_when_its_first_byte_left() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!(v["file_bytes_read"], size, "{stdout}");
+    assert_eq!(std::fs::read(root.join("big.bin")).unwrap(), data);
+    serde_json::from_str(stdout.trim()).unwrap()
+}
+
+/// A plain send streams each file's digest after its bytes (spec §5.1, kind 2): the sender
+/// reads each byte once — no hashing pass before the first packet — and the receiver still
+/// checks the digest before the file is put in place. `--json` says so.
+#[test]
+fn a_send_reads_each_byte_once_and_reports_when_its_first_byte_left() {
+    let size: u64 = 40 << 20;
+    let v = send_one_file(&[], &[], size);
+    assert_eq!(v["file_bytes_read"], size, "{v}");
     assert_eq!(
         v["bytes_delivered"], size,
         "the digest trailer is not file bytes"
     );
-    assert!(v["first_data_s"].as_f64().is_some(), "{stdout}");
-    assert_eq!(std::fs::read(root.join("big.bin")).unwrap(), data);
+    assert!(v["first_data_s"].as_f64().is_some(), "{v}");
+}
+
+/// A server that writes at 400 Mbit/s (`--write-rate`) receiving from a sender fixed at
+/// 1.6 Gbit/s, three times what its 64 MiB queue holds: the room each report carries (spec
+/// §7.4) slows the sender to the writer, so nothing is lost to a full queue — at most 1 % is
+/// sent twice (measured without the Write Limit: 65 %) — and the transfer takes as long as the
+/// writer needs, not less.
+#[test]
+fn a_slow_writer_slows_the_sender_instead_of_dropping_its_packets() {
+    let size: u64 = 200 << 20;
+    let v = send_one_file(
+        &["--write-rate", "400M"],
+        &["--policy", "fixed", "--rate", "1600M"],
+        size,
+    );
+    let (retx, sent) = (
+        v["retransmitted_packets"].as_f64().unwrap(),
+        v["data_packets_sent"].as_f64().unwrap(),
+    );
+    assert!(
+        retx <= 0.01 * sent,
+        "{retx} of {sent} packets sent twice: {v}"
+    );
+    // 200 MiB at 50 MB/s is 4.2 s; the queue absorbs 64 MiB of it early, the rest waits for
+    // the writer.
+    let secs = v["duration_s"].as_f64().unwrap();
+    assert!(secs >= 2.5, "{secs} s: faster than the writer allows? {v}");
 }

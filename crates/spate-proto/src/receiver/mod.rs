@@ -12,7 +12,9 @@
 //! | `report.rs` | when to send FEEDBACK and what it says |
 //! | `resume.rs` | telling a resuming sender what is already here (HAVE) |
 //! | `validate.rs` | what may be sent before the sender's address is validated (§4.8) |
+//! | `flow.rs` | the Write Limit: how much the application can still take (§7.4) |
 
+mod flow;
 mod report;
 mod resume;
 mod validate;
@@ -122,6 +124,7 @@ pub struct Receiver {
     verify: bool,
     resume: resume::Resume,
     validation: validate::Validation,
+    flow: flow::Flow,
 
     events: VecDeque<ReceiverEvent>,
     stats: ReceiverStats,
@@ -230,6 +233,7 @@ impl Receiver {
             resume: resume::Resume::Off,
             validation: validate::Validation::default(),
             events: VecDeque::new(),
+            flow: flow::Flow::default(),
             stats: ReceiverStats::default(),
             cfg,
         };
@@ -458,6 +462,7 @@ impl Receiver {
             return Ok(None);
         }
         self.stats.delivered_bytes += content_new;
+        self.flow.received += new;
         self.on_file_data_resume();
         self.after_object_bytes(d.object);
         Ok(Some(DataChunk {

@@ -197,6 +197,7 @@ impl Receiver {
             bytes_received: self.bytes_received,
             first_missing_object,
             first_missing_offset,
+            write_limit: self.take_write_limit(),
         };
         let floor = self.report_floor();
         let h = self.header(PacketType::Feedback, repr.flags.bits())?;

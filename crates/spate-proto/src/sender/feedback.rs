@@ -68,6 +68,10 @@ impl Sender {
 
         self.stats.feedback_received += 1;
         self.last_feedback_at = now;
+        // §7.4: the largest Write Limit seen holds; reports that arrive late cannot lower it.
+        if let Some(l) = f.repr.write_limit {
+            self.write_limit = Some(self.write_limit.map_or(l, |w| w.max(l)));
+        }
         // §4.8, §6.8: the receiver acts on the manifest only once it has validated our
         // address; a transfer is not over before it says so (VALIDATED, or COMPLETE).
         self.validated_seen |= flags.validated || flags.complete;

@@ -214,6 +214,9 @@ pub struct Sender {
     validated_seen: bool,
     /// Resuming: the receiver offered it and its HAVE has not arrived yet (file data waits).
     have_pending: bool,
+    /// The largest Write Limit the receiver reported (§7.4): new file bytes sent in this
+    /// session stay at or below it. `None`: the receiver sets no limit.
+    write_limit: Option<u64>,
     /// The ACCEPT's token, echoed in every PING (spec §4.8).
     token: u64,
     /// A PING that proves our address is due (after ACCEPT, or a report without VALIDATED).
@@ -288,6 +291,7 @@ impl Sender {
             complete_seen: false,
             validated_seen: false,
             have_pending: false,
+            write_limit: None,
             token: 0,
             token_ping_due: false,
             token_ping_at: None,
@@ -582,9 +586,24 @@ impl Sender {
             && ((self.cfg.verify && !self.complete_seen) || !self.validated_seen)
     }
 
-    /// The receiver's application has the next move: a verdict, or the HAVE of a resume.
+    /// The receiver's application has the next move: a verdict, the HAVE of a resume, or
+    /// room to write (nothing in flight and new data held back by its Write Limit).
     fn waiting_for_receiver(&self) -> bool {
-        self.awaiting_verdict() || (self.have_pending && self.object_done[0])
+        self.awaiting_verdict()
+            || (self.have_pending && self.object_done[0])
+            || (self.ledger.in_flight_bytes() == 0
+                && self.retransmit.is_empty()
+                && self.write_blocked())
+    }
+
+    /// New data waits for the receiver's Write Limit (§7.4).
+    pub fn write_blocked(&self) -> bool {
+        self.write_limit.is_some_and(|l| {
+            self.object_done[0]
+                && !self.have_pending
+                && self.cursor < self.data_end
+                && self.stats.new_bytes_sent >= l
+        })
     }
 
     /// Object bytes per DATA packet at the current datagram size (the size of every chunk

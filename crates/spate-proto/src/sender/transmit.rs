@@ -10,7 +10,8 @@
 //! 5. subject to pacing and the in-flight bound, and not while the path is silent:
 //!    retransmissions of lost chunks, oldest loss first; then new data in object order. File
 //!    data waits until the manifest (object 0) is fully acknowledged and, when resuming, until
-//!    the receiver's HAVE arrived; chunks the receiver holds entirely are skipped.
+//!    the receiver's HAVE arrived; chunks the receiver holds entirely are skipped. New file
+//!    data also stays within the receiver's Write Limit (§7.4) and the source's pace.
 //!
 //! > §6.4: A retransmission carries the same object bytes in a new packet with a new packet
 //! > number and the RETRANSMISSION flag. A sender never retransmits bytes it knows were
@@ -339,6 +340,9 @@ impl Sender {
                 offset,
                 len,
             };
+            if o > 0 && !self.within_write_limit(len) {
+                return None; // §7.4: the receiver's application has no room for more
+            }
             return (o == 0 || self.buffer.has(object, chunk.end())).then_some(chunk);
         }
     }
@@ -418,7 +422,14 @@ impl Sender {
             }
         }
         let end = self.sizes[object as usize].min(offset + self.chunk_payload());
-        self.buffer.has(object, end)
+        self.within_write_limit((end - offset) as u32) && self.buffer.has(object, end)
+    }
+
+    /// > §7.4: A sender never has sent more new file bytes in the session than the largest
+    /// > Write Limit it has seen.
+    fn within_write_limit(&self, len: u32) -> bool {
+        self.write_limit
+            .is_none_or(|l| self.stats.new_bytes_sent + u64::from(len) <= l)
     }
 }
 

@@ -11,6 +11,8 @@
 //!   Range Count (varint)             number of (Gap, Length) pairs that follow First Range
 //!   First Range (varint)             packets Largest − First Range ..= Largest were received
 //!   { Gap (varint), Length (varint) } × Range Count
+//!   Extensions (..)                  { Type (varint), Length (varint), Value (Length bytes) } ×
+//!                                    until the end; type 1: Write Limit (a varint)
 //! FEEDBACK flags (header bits 4–7):
 //!   0x1 COMPLETE   the receiver holds every byte of every object
 //! ```
@@ -21,6 +23,11 @@
 //! > the span covered by the listed ranges that fall between ranges were not received; packet
 //! > numbers below the lowest range are not reported on (the receiver omits old ranges it has
 //! > already reported several times).
+//!
+//! > §4.5: Extensions follow the last range, each a Type, a Length and Length bytes of Value;
+//! > a sender skips types it does not know, and ignores the rest of the packet from a field
+//! > that does not fit. Type 1, **Write Limit**, is a varint: the file bytes (§4.5) the sender
+//! > may have sent in this session, at most.
 
 use super::header::MAX_PACKET_NUMBER;
 use super::WireError;
@@ -65,9 +72,23 @@ pub struct FeedbackRepr {
     pub first_missing_object: u32,
     /// Offset part of the first byte the receiver lacks.
     pub first_missing_offset: u64,
+    /// Extension type 1: how many file bytes the sender may have sent in this session, at
+    /// most (receiver flow control, spec §4.5); `None` when the receiver sets no limit.
+    pub write_limit: Option<u64>,
 }
 
+/// Extension type of the Write Limit (spec §4.5).
+pub const EXT_WRITE_LIMIT: u64 = 1;
+
 impl FeedbackRepr {
+    /// Bytes the extensions take after the ranges.
+    fn extensions_len(&self) -> usize {
+        self.write_limit.map_or(0, |l| {
+            let n = crate::codec::varint_len(l);
+            crate::codec::varint_len(EXT_WRITE_LIMIT) + crate::codec::varint_len(n as u64) + n
+        })
+    }
+
     /// Write the body with as many of `ranges` as fit; returns how many were written.
     ///
     /// `ranges` are inclusive `(smallest, largest)` pairs, strictly descending and separated by
@@ -94,6 +115,10 @@ impl FeedbackRepr {
         let count_at = w.len();
         w.u16(0x4000)?;
         w.varint(hi - lo)?;
+        let ext = self.extensions_len();
+        if w.remaining() < ext {
+            return Err(WireError::Invalid("no room for the extensions"));
+        }
         let mut count: u64 = 0;
         let mut prev_lo = lo;
         for (lo, hi) in ranges {
@@ -105,7 +130,7 @@ impl FeedbackRepr {
             }
             let gap = prev_lo - hi - 2;
             let len = hi - lo;
-            let need = crate::codec::varint_len(gap) + crate::codec::varint_len(len);
+            let need = crate::codec::varint_len(gap) + crate::codec::varint_len(len) + ext;
             if w.remaining() < need {
                 break;
             }
@@ -115,6 +140,11 @@ impl FeedbackRepr {
             prev_lo = lo;
         }
         w.patch_u16(count_at, 0x4000 | count as u16);
+        if let Some(limit) = self.write_limit {
+            w.varint(EXT_WRITE_LIMIT)?;
+            w.varint(crate::codec::varint_len(limit) as u64)?;
+            w.varint(limit)?;
+        }
         Ok(count as usize + 1)
     }
 }
@@ -158,9 +188,8 @@ impl<'a> Feedback<'a> {
                 .checked_sub(len)
                 .ok_or(WireError::Invalid("range below packet number zero"))?;
         }
-        // Bytes after the last range are reserved for extensions (spec §4.5) and ignored.
         let bytes = r.slice(start, r.position());
-        r.rest();
+        let write_limit = decode_extensions(r.rest());
         let ranges = AckRanges {
             largest,
             first_range,
@@ -175,6 +204,7 @@ impl<'a> Feedback<'a> {
                 bytes_received,
                 first_missing_object,
                 first_missing_offset,
+                write_limit,
             },
             ranges,
         })
@@ -184,6 +214,33 @@ impl<'a> Feedback<'a> {
     pub fn largest(&self) -> u64 {
         self.ranges.largest
     }
+}
+
+/// The extensions after the ranges (§4.5): the Write Limit, if one is there. Unknown types are
+/// skipped; from a field that does not fit (or a Write Limit that is not one varint filling its
+/// Value) the rest is ignored, never the report.
+fn decode_extensions(bytes: &[u8]) -> Option<u64> {
+    let mut r = Reader::new(bytes);
+    let mut limit = None;
+    while r.remaining() > 0 {
+        let (Ok(ty), Ok(len)) = (r.varint(), r.varint()) else {
+            break;
+        };
+        let Ok(value) = usize::try_from(len)
+            .map_err(|_| ())
+            .and_then(|n| r.bytes(n).map_err(|_| ()))
+        else {
+            break;
+        };
+        if ty == EXT_WRITE_LIMIT {
+            let mut v = Reader::new(value);
+            match v.varint() {
+                Ok(l) if v.remaining() == 0 => limit = Some(l),
+                _ => break,
+            }
+        }
+    }
+    limit
 }
 
 /// Validated received ranges, iterated from the highest packet numbers down.

@@ -92,6 +92,7 @@ fn feedback_ranges_follow_rfc9000_arithmetic() {
         bytes_received: 3000,
         first_missing_object: 1,
         first_missing_offset: 0,
+        write_limit: None,
     };
     // Received: 90..=100, 80..=85, 10..=10. Gaps: 86..=89 (4 missing → Gap 3), 11..=79 (Gap 68).
     let ranges = [(90u64, 100u64), (80, 85), (10, 10)];
@@ -117,6 +118,56 @@ fn feedback_ranges_follow_rfc9000_arithmetic() {
     assert_eq!(f.ranges.iter().collect::<Vec<_>>(), ranges.to_vec());
     assert_eq!(f.ranges.smallest(), 10);
     assert_eq!(f.repr, repr);
+}
+
+/// The Write Limit rides after the ranges (§4.5): unknown extensions are skipped, a field
+/// that does not fit ends the extensions (never the report), and ranges leave it room.
+#[test]
+fn feedback_carries_a_write_limit_after_its_ranges() {
+    let repr = FeedbackRepr {
+        first_missing_object: 1,
+        write_limit: Some(16 << 20),
+        ..FeedbackRepr::default()
+    };
+    let bytes = encode(|w| {
+        repr.encode(w, [(3u64, 9u64)].into_iter()).unwrap();
+    });
+    let f = Feedback::decode(&mut crate::codec::Reader::new(&bytes)).unwrap();
+    assert_eq!(f.repr.write_limit, Some(16 << 20));
+    // An unknown type first, then the limit.
+    let plain = encode(|w| {
+        FeedbackRepr {
+            write_limit: None,
+            ..repr
+        }
+        .encode(w, [(3u64, 9u64)].into_iter())
+        .unwrap();
+    });
+    let mut with_unknown = plain.clone();
+    with_unknown.extend_from_slice(&[0x07, 0x02, 0xaa, 0xbb, 0x01, 0x02, 0x40, 0x63]);
+    let f = Feedback::decode(&mut crate::codec::Reader::new(&with_unknown)).unwrap();
+    assert_eq!(f.repr.write_limit, Some(99));
+    // Truncated or malformed extensions: the report stands, without a limit.
+    for tail in [
+        &[0x01][..],
+        &[0x01, 0x05, 0x01],
+        &[0x01, 0x02, 0x01, 0x01],
+        &[0x01, 0x00],
+    ] {
+        let mut b = plain.clone();
+        b.extend_from_slice(tail);
+        let f = Feedback::decode(&mut crate::codec::Reader::new(&b)).unwrap();
+        assert_eq!(f.repr.write_limit, None, "{tail:?}");
+        assert_eq!(f.ranges.iter().collect::<Vec<_>>(), [(3, 9)]);
+    }
+    // Many ranges into a small buffer: the limit still fits, after fewer ranges.
+    let ranges: Vec<(u64, u64)> = (0..1000u64).rev().map(|i| (i * 4, i * 4 + 1)).collect();
+    let mut buf = [0u8; 64];
+    let mut w = Writer::new(&mut buf);
+    repr.encode(&mut w, ranges.iter().copied()).unwrap();
+    let n = w.len();
+    let f = Feedback::decode(&mut crate::codec::Reader::new(&buf[..n])).unwrap();
+    assert_eq!(f.repr.write_limit, Some(16 << 20));
 }
 
 #[test]

@@ -55,6 +55,9 @@ const MAX_BATCHES: usize = 16;
 const MAX_WAIT: Duration = Duration::from_millis(50);
 /// How often [`Server::run_with_progress`] reports.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+/// How often the loop looks at a session whose writer is behind, so that the room it frees
+/// reaches a sender held back by its Write Limit (spec §7.4) within a few milliseconds.
+const WRITER_CHECK: Duration = Duration::from_millis(2);
 
 /// What the sessions in progress hold so far.
 #[derive(Debug, Clone, Copy, Default)]
@@ -200,6 +203,15 @@ impl Server {
         })
     }
 
+    /// Write at most `bytes_per_sec` to disk, all sessions together (`spate serve
+    /// --write-rate`): senders are slowed to it by the room each session reports (spec §7.4).
+    pub fn write_rate(mut self, bytes_per_sec: u64) -> Result<Self> {
+        self.ctx.pool =
+            WriterPool::with_write_rate(WriterPool::default_size(), Some(bytes_per_sec))
+                .context("cannot start the writer threads")?;
+        Ok(self)
+    }
+
     /// Serve one session and stop (when it ends, however it ends), or stop after `idle`
     /// without any session (`spate serve --once`, started over SSH).
     pub fn once(mut self, idle: Duration) -> Self {
@@ -287,6 +299,11 @@ impl Server {
                     ended.push((id, expired));
                 } else if let Some(t) = s.rx.inner().poll_timeout() {
                     next = next.min(t);
+                }
+                if s.app.sink.as_ref().is_some_and(|k| k.is_behind()) {
+                    // Its writer frees room as it goes: look again soon, to tell a sender
+                    // held back by its Write Limit (spec §7.4).
+                    next = next.min(now + WRITER_CHECK);
                 }
             }
             for (id, expired) in ended {

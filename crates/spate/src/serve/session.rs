@@ -109,6 +109,11 @@ pub(super) fn step(
     if slot.app.all_received && slot.app.placed == objects {
         slot.rx.inner_mut().confirm(now);
     }
+    // §7.4: the sender keeps what is in flight within what the writer can still take, so a
+    // disk slower than the path slows the sender instead of overflowing the queue.
+    if let Some(sink) = slot.app.sink.as_ref() {
+        slot.rx.inner_mut().set_write_room(now, sink.room());
+    }
     while let Some(t) = slot.rx.poll_transmit(now, out) {
         socket.send(slot.peer, &out[..t.len], t.segment_size)?;
     }

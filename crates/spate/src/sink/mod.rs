@@ -157,6 +157,19 @@ impl Sink {
         self.lane.has_room(len + WRITE_BUF)
     }
 
+    /// Bytes this session's writer can still take (what the session offers its sender as a
+    /// Write Limit, spec §7.4): the queue's room, less the buffer being filled and one more
+    /// for the datagram [`has_room`](Self::has_room) must still accept.
+    pub fn room(&self) -> u64 {
+        let filling = self.cur.as_ref().map_or(0, |c| c.3);
+        self.lane.room().saturating_sub(filling + 2 * WRITE_BUF) as u64
+    }
+
+    /// True while the writer has bytes queued that it has not written.
+    pub fn is_behind(&self) -> bool {
+        self.lane.queued() > 0
+    }
+
     /// Queue `bytes` of `object` at `offset` for writing.
     pub fn write(&mut self, object: u32, offset: u64, bytes: &[u8]) {
         if let Some((o, start, _, used)) = &self.cur {

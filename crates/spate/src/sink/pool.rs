@@ -9,7 +9,9 @@
 //! A lane counts the bytes queued on it; the network thread asks [`Lane::has_room`] before
 //! handing a session more data and drops DATA it cannot queue (the sender retransmits it), so
 //! the network thread never blocks on a writer and memory for queued data is bounded by
-//! [`LANE_BYTES`] per session and [`POOL_BYTES`] in all.
+//! [`LANE_BYTES`] per session and [`POOL_BYTES`] in all. Dropping is the last resort: each
+//! session reports its lane's [`Lane::room`] to its sender (spec §7.4), which keeps what it
+//! sends within it.
 //!
 //! Why our own: the work is a queue per session with strict order inside it and turns between
 //! them. A general thread pool (rayon, threadpool) runs independent tasks and would either
@@ -26,8 +28,11 @@ use super::Job;
 /// Jobs a worker runs from one lane before giving the next lane its turn: 16 jobs of up to
 /// 256 KiB, 4 MiB, a few milliseconds of disk time.
 const BATCH: usize = 16;
-/// Bytes of received data queued for one session, at most: 16 MiB, ~13 ms at 10 Gbit/s.
-pub const LANE_BYTES: usize = 16 << 20;
+/// Bytes of received data queued for one session, at most: 64 MiB. It is also the room a
+/// session offers its sender (spec §7.4), which bounds the sender's new data in flight, so it
+/// covers the bandwidth-delay products Spate is built for: 1 Gbit/s × 500 ms, 10 Gbit/s ×
+/// 50 ms. Memory is taken only while a writer is behind.
+pub const LANE_BYTES: usize = 64 << 20;
 /// Bytes queued for all sessions together, at most: 256 MiB (bounds memory with many sessions).
 pub const POOL_BYTES: usize = 256 << 20;
 
@@ -42,6 +47,27 @@ struct Shared {
     wake: Condvar,
     stop: AtomicBool,
     queued: AtomicUsize,
+    /// Bytes per second all workers together may write (`spate serve --write-rate`), and
+    /// when the writes so far are paid for.
+    pace: Option<(u64, Mutex<std::time::Instant>)>,
+}
+
+impl Shared {
+    /// Wait until `bytes` more may be written at the pool's write rate, if it has one. Each
+    /// write books its time on one shared clock, so the workers together keep to the rate.
+    fn pace(&self, bytes: usize) {
+        let Some((rate, booked)) = &self.pace else {
+            return;
+        };
+        let cost = std::time::Duration::from_secs_f64(bytes as f64 / *rate as f64);
+        let until = {
+            let mut b = lock(booked);
+            let start = (*b).max(std::time::Instant::now());
+            *b = start + cost;
+            *b
+        };
+        std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()));
+    }
 }
 
 /// One session's queue on the pool.
@@ -68,11 +94,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl WriterPool {
     /// Start `threads` workers (at least one).
     pub fn new(threads: usize) -> std::io::Result<WriterPool> {
+        Self::with_write_rate(threads, None)
+    }
+
+    /// Start `threads` workers that together write at most `rate` bytes per second (none:
+    /// as fast as the disk takes them). For servers whose disks are shared with other work
+    /// (`spate serve --write-rate`); senders slow down to it through the room each session
+    /// reports (spec §7.4), not by loss.
+    pub fn with_write_rate(threads: usize, rate: Option<u64>) -> std::io::Result<WriterPool> {
         let shared = Arc::new(Shared {
             ready: Mutex::new(VecDeque::new()),
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
+            pace: rate
+                .filter(|&r| r > 0)
+                .map(|r| (r, Mutex::new(std::time::Instant::now()))),
         });
         let mut handles = Vec::new();
         for i in 0..threads.max(1) {
@@ -155,6 +192,18 @@ impl Lane {
             && self.shared.queued.load(Ordering::Relaxed) + len <= POOL_BYTES
     }
 
+    /// Bytes more that may be queued now: this lane's and the pool's room, the smaller.
+    pub fn room(&self) -> usize {
+        let lane = LANE_BYTES.saturating_sub(self.queued.load(Ordering::Relaxed));
+        let pool = POOL_BYTES.saturating_sub(self.shared.queued.load(Ordering::Relaxed));
+        lane.min(pool)
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
     /// Wait until every job queued so far has run.
     pub fn wait_idle(&self) {
         let mut st = lock(&self.state);
@@ -188,6 +237,7 @@ fn work(shared: &Shared) {
                 Job::Write { len, .. } => *len,
                 _ => 0,
             };
+            shared.pace(bytes);
             Writer::run(&mut writer, job);
             lane.queued.fetch_sub(bytes, Ordering::Relaxed);
             shared.queued.fetch_sub(bytes, Ordering::Relaxed);
