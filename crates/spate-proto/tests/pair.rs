@@ -412,6 +412,41 @@ fn a_receiver_slower_than_the_link_slows_the_sender_instead_of_dropping() {
     );
 }
 
+/// A receiver whose writer never drains (a dead disk, or a peer that wants to hold the
+/// sender): the sender sends no more than the room it was offered, waits without spinning —
+/// a PING every 200 ms keeps both ends alive and asks for news — and never fails for the
+/// silence it did not cause.
+#[test]
+fn a_receiver_that_never_makes_room_holds_the_sender_without_a_spin() {
+    let sizes = [4_000_000];
+    let deliver = |_, _| Fate::Deliver;
+    let steady = Pattern {
+        stall_every: 0,
+        calls: 0,
+    };
+    let writer = Some(SlowWriter::new(256 << 10, 0, true));
+    let o = run_from(
+        steady,
+        writer,
+        4,
+        &sizes,
+        100_000_000,
+        10 * MS,
+        deliver,
+        deliver,
+    );
+    let s = o.sender.stats();
+    let w = o.writer.as_ref().unwrap();
+    assert_eq!(w.dropped, 0);
+    assert!(s.new_bytes_sent <= 256 << 10, "{s:?}");
+    assert!(!o.sender.is_closed(), "{:?}", o.sender_events);
+    // Ten virtual minutes: about five PINGs a second, nothing like a busy loop.
+    let secs = o.end.as_secs_f64();
+    assert!(secs >= 599.0, "the run ended early, at {secs} s");
+    assert!(s.packets_sent as f64 <= 200.0 + 5.5 * secs, "{s:?}");
+    assert!(s.write_limit_us as f64 >= 0.99e6 * secs, "{s:?}");
+}
+
 #[test]
 fn every_tenth_packet_lost_both_ways() {
     let sizes = [2_000_000];

@@ -291,8 +291,11 @@ struct SendArgs {
     idle_timeout: f64,
     /// Print the final statistics as JSON on stdout; `--json=events` streams one JSON object
     /// per line instead, for automation: "start", "progress" (every 500 ms: bytes, files,
-    /// rate, ETA), "file" (each file or directory delivered), and "done" (the statistics) or
-    /// "error" (message and exit code).
+    /// rate, ETA, and "waiting_for": "receiver_disk" or "source_disk" with "waiting_share"
+    /// when a disk, not the network, held the transfer back at least a quarter of the time),
+    /// "file" (each file or directory delivered), and
+    /// "done" (the statistics, with "first_data_s" and "file_bytes_read") or "error" (message
+    /// and exit code).
     #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "summary", require_equals = true, value_name = "MODE")]
     json: Option<JsonMode>,
     /// No progress bar or summary (errors are still printed).

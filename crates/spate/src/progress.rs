@@ -7,11 +7,41 @@ use spate_proto::Sender;
 
 use crate::rate::format_rate;
 
+/// What held the sender back, when it was not the network: the share of the time since the
+/// last sample that new data waited for the receiver's disk (its Write Limit, spec §7.4) or
+/// for this side's disk (the reader), from the sender's counters.
+#[derive(Debug, Default)]
+pub struct Holdups {
+    last: Option<(std::time::Instant, u64, u64)>,
+}
+
+impl Holdups {
+    /// `("receiver_disk" | "source_disk", share of the time)` since the last call, when that
+    /// share is at least a quarter.
+    pub fn sample(&mut self, s: &Sender) -> Option<(&'static str, f64)> {
+        let st = s.stats();
+        let now = std::time::Instant::now();
+        let (t0, w0, r0) = self
+            .last
+            .replace((now, st.write_limit_us, st.source_wait_us))?;
+        let span = now.duration_since(t0).as_micros().max(1) as f64;
+        let write = (st.write_limit_us - w0) as f64 / span;
+        let read = (st.source_wait_us - r0) as f64 / span;
+        let (what, share) = if write >= read {
+            ("receiver_disk", write)
+        } else {
+            ("source_disk", read)
+        };
+        (share >= 0.25).then_some((what, share.min(1.0)))
+    }
+}
+
 /// A progress bar over the bytes of a transfer.
 pub struct Progress {
     bar: ProgressBar,
     /// Entry names, for trees (more than one entry).
     names: Vec<String>,
+    holdups: std::cell::RefCell<Holdups>,
 }
 
 impl Progress {
@@ -32,6 +62,7 @@ impl Progress {
         Progress {
             bar,
             names: Vec::new(),
+            holdups: Default::default(),
         }
     }
 
@@ -60,6 +91,13 @@ impl Progress {
             format_rate(s.pacing_rate() as f64),
             s.rtt().smoothed().as_secs_f64() * 1e3
         );
+        if let Some((what, share)) = self.holdups.borrow_mut().sample(s) {
+            let what = what.replace("_disk", "'s disk");
+            msg = format!(
+                "{msg}  (waiting for the {what} {:.0} % of the time)",
+                share * 100.0
+            );
+        }
         if !self.names.is_empty() {
             let (done, total) = s.entries_delivered();
             let current = s.sending_object() as usize;

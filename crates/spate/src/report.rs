@@ -40,6 +40,10 @@ pub struct Report {
     /// were also read once before, to put their digests in the manifest).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file_bytes_read: Option<u64>,
+    /// Seconds new data waited for the receiver's disk (its Write Limit, spec §7.4).
+    pub receiver_disk_wait_s: f64,
+    /// Seconds new data waited for this side's disk (the reader).
+    pub source_disk_wait_s: f64,
     /// Every file's BLAKE3 digest was checked by the receiver before it was put in place.
     pub verified: bool,
     /// The packet cipher (spec §9.4).
@@ -70,6 +74,8 @@ impl Report {
             min_rtt_ms: r.min_rtt.as_secs_f64() * 1e3,
             first_data_s: r.first_data_s,
             file_bytes_read: r.file_bytes_read,
+            receiver_disk_wait_s: s.write_limit_us as f64 / 1e6,
+            source_disk_wait_s: s.source_wait_us as f64 / 1e6,
             verified: true,
             cipher: r.cipher.name(),
             server_key: r.server_key.fingerprint(),

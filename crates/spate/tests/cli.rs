@@ -296,4 +296,10 @@ fn a_slow_writer_slows_the_sender_instead_of_dropping_its_packets() {
     // the writer.
     let secs = v["duration_s"].as_f64().unwrap();
     assert!(secs >= 2.5, "{secs} s: faster than the writer allows? {v}");
+    // The sender knows why it went slower than its rate.
+    let waited = v["receiver_disk_wait_s"].as_f64().unwrap();
+    assert!(
+        waited >= 1.0,
+        "{waited} s waiting for the receiver's disk: {v}"
+    );
 }

@@ -137,6 +137,20 @@ pub struct SenderStats {
     pub source_bytes: u64,
     /// Object bytes of files (not the manifest) sent for the first time.
     pub new_bytes_sent: u64,
+    /// Microseconds new data waited for the receiver's Write Limit (§7.4): its writer, not
+    /// the path, set the pace.
+    pub write_limit_us: u64,
+    /// Microseconds new data waited for the source (the reader had not caught up).
+    pub source_wait_us: u64,
+}
+
+/// What keeps new data from going, besides the path and pacing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holdup {
+    /// The receiver's Write Limit (§7.4).
+    WriteLimit,
+    /// The source has not handed the bytes over.
+    Source,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,6 +231,9 @@ pub struct Sender {
     /// The largest Write Limit the receiver reported (§7.4): new file bytes sent in this
     /// session stay at or below it. `None`: the receiver sets no limit.
     write_limit: Option<u64>,
+    /// What held new data back at the last `poll_transmit`, and when that was.
+    held_by: Option<Holdup>,
+    holdup_at: Instant,
     /// The ACCEPT's token, echoed in every PING (spec §4.8).
     token: u64,
     /// A PING that proves our address is due (after ACCEPT, or a report without VALIDATED).
@@ -292,6 +309,8 @@ impl Sender {
             validated_seen: false,
             have_pending: false,
             write_limit: None,
+            held_by: None,
+            holdup_at: now,
             token: 0,
             token_ping_due: false,
             token_ping_at: None,
@@ -598,12 +617,7 @@ impl Sender {
 
     /// New data waits for the receiver's Write Limit (§7.4).
     pub fn write_blocked(&self) -> bool {
-        self.write_limit.is_some_and(|l| {
-            self.object_done[0]
-                && !self.have_pending
-                && self.cursor < self.data_end
-                && self.stats.new_bytes_sent >= l
-        })
+        self.holdup() == Some(Holdup::WriteLimit)
     }
 
     /// Object bytes per DATA packet at the current datagram size (the size of every chunk

@@ -19,7 +19,7 @@
 
 use core::time::Duration;
 
-use super::{Phase, Sender, Source, Transmit};
+use super::{Holdup, Phase, Sender, Source, Transmit};
 use crate::cc::RateControl;
 use crate::codec::Writer;
 use crate::event::SessionError;
@@ -96,7 +96,9 @@ impl Sender {
                     return self.poll_transmit(now, buf, source);
                 }
                 self.stats.source_bytes = self.buffer.taken();
-                self.write_data_batch(now, buf)
+                let t = self.write_data_batch(now, buf);
+                self.account_holdup(now);
+                t
             }
         }
     }
@@ -408,21 +410,53 @@ impl Sender {
         if self.cursor.0 == 0 && self.cursor.1 < self.sizes[0] {
             return true;
         }
+        self.upcoming_chunk()
+            .is_some_and(|c| self.within_write_limit(c.len) && self.buffer.has(c.object, c.end()))
+    }
+
+    /// The chunk of new file data at the cursor, if file data may go (the manifest is
+    /// acknowledged, no HAVE is awaited) and any is left. The cursor may rest at the end of
+    /// an object: the next chunk starts at the next non-empty object.
+    fn upcoming_chunk(&self) -> Option<Chunk> {
         if !(self.object_done[0] && !self.have_pending && self.cursor < self.data_end) {
-            return false;
+            return None;
         }
-        // The cursor may rest at the end of an object: the next chunk starts at the next
-        // non-empty object.
         let (mut object, mut offset) = self.cursor;
-        while offset >= self.sizes.get(object as usize).copied().unwrap_or(0) {
+        while offset >= *self.sizes.get(object as usize)? {
             object += 1;
             offset = 0;
-            if object as usize >= self.sizes.len() {
-                return false;
-            }
         }
         let end = self.sizes[object as usize].min(offset + self.chunk_payload());
-        self.within_write_limit((end - offset) as u32) && self.buffer.has(object, end)
+        Some(Chunk {
+            object,
+            offset,
+            len: (end - offset) as u32,
+        })
+    }
+
+    /// What holds new data back now, if not the path or the pacer: the receiver's Write
+    /// Limit, or a source with nothing ready.
+    pub(super) fn holdup(&self) -> Option<Holdup> {
+        let c = self.upcoming_chunk()?;
+        if !self.within_write_limit(c.len) {
+            Some(Holdup::WriteLimit)
+        } else if !self.buffer.has(c.object, c.end()) {
+            Some(Holdup::Source)
+        } else {
+            None
+        }
+    }
+
+    /// Add the time since the last call to the counter of what held new data back then.
+    fn account_holdup(&mut self, now: Instant) {
+        let us = now.saturating_since(self.holdup_at).as_micros() as u64;
+        match self.held_by {
+            Some(Holdup::WriteLimit) => self.stats.write_limit_us += us,
+            Some(Holdup::Source) => self.stats.source_wait_us += us,
+            None => {}
+        }
+        self.held_by = self.holdup();
+        self.holdup_at = now;
     }
 
     /// > §7.4: A sender never has sent more new file bytes in the session than the largest

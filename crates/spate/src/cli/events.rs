@@ -14,6 +14,7 @@ pub(crate) struct Events {
     last: Option<std::time::Instant>,
     /// Entries already reported delivered.
     reported: Vec<bool>,
+    holdups: spate::progress::Holdups,
 }
 
 impl Events {
@@ -26,6 +27,7 @@ impl Events {
             started: std::time::Instant::now(),
             last: None,
             reported: vec![false; n],
+            holdups: Default::default(),
         }
     }
 
@@ -58,10 +60,12 @@ impl Events {
         let rate = st.delivered_bytes as f64 * 8.0 / secs;
         let eta = (rate > 0.0).then(|| (self.total.saturating_sub(bytes)) as f64 * 8.0 / rate);
         let (files_done, files) = s.entries_delivered();
+        let waiting = self.holdups.sample(s);
         Events::emit(serde_json::json!({
             "event": "progress", "bytes": bytes, "total_bytes": self.total,
             "files_done": files_done, "files": files, "rate_bps": rate,
             "eta_s": eta, "rtt_ms": s.rtt().smoothed().as_secs_f64() * 1e3,
+            "waiting_for": waiting.map(|w| w.0), "waiting_share": waiting.map(|w| w.1),
         }));
     }
 
