@@ -16,12 +16,18 @@
 //!
 //! Blocks the session no longer needs come back through [`Source::recycle`] and are refilled,
 //! so after start-up the reader allocates nothing.
+//!
+//! **Resuming**, the session skips ahead over chunks the receiver already holds. The network
+//! thread then drops the blocks before the position asked for, and tells the reader, which
+//! seeks past them in files whose digest is in the manifest (it must still read — and hash —
+//! a streamed file whole). A resumed file is then read twice at most: once for its digest
+//! before the session starts, and once for what is actually sent.
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use spate_proto::manifest::DIGEST_TRAILER;
@@ -55,7 +61,14 @@ pub struct FileSource {
     rx: Receiver<Block>,
     back: SyncSender<Vec<u8>>,
     read: Arc<AtomicU64>,
+    /// The furthest position the session asked for: the reader may seek to it.
+    asked: Arc<Mutex<(u32, u64)>>,
     reader: Option<JoinHandle<()>>,
+}
+
+/// Lock `m`, whatever a panicking holder left (a position is always consistent).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl FileSource {
@@ -73,15 +86,22 @@ impl FileSource {
         let (tx, rx) = sync_channel(AHEAD);
         let (back, back_rx) = sync_channel(AHEAD + 2);
         let read = Arc::new(AtomicU64::new(0));
-        let counter = Arc::clone(&read);
+        let asked = Arc::new(Mutex::new((1, 0)));
+        let reader = Reader {
+            tx,
+            back: back_rx,
+            counter: Arc::clone(&read),
+            asked: Arc::clone(&asked),
+        };
         let reader = std::thread::Builder::new()
             .name("spate-reader".into())
-            .spawn(move || read_all(&items, &tx, &back_rx, &counter))
+            .spawn(move || reader.read_all(&items))
             .expect("spawning a thread");
         FileSource {
             rx,
             back,
             read,
+            asked,
             reader: Some(reader),
         }
     }
@@ -94,24 +114,49 @@ impl FileSource {
 
 impl Source for FileSource {
     fn next(&mut self, object: u32, offset: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
-        let b = match self.rx.try_recv() {
-            Ok(b) => b,
-            Err(TryRecvError::Empty) => return Ok(None),
-            Err(TryRecvError::Disconnected) => {
-                return Err(format!(
-                    "internal error: the reader stopped before object {object} offset {offset}"
-                ))
-            }
-        };
-        let data = b.data?;
-        if (b.object, b.offset) != (object, offset) || data.len() as u64 > max {
-            return Err(format!(
-                "internal error: the reader is out of step (object {} offset {} where {object} \
-                 offset {offset} was asked for)",
-                b.object, b.offset
-            ));
+        {
+            let mut asked = lock(&self.asked);
+            *asked = (*asked).max((object, offset));
         }
-        Ok(Some(data))
+        loop {
+            let b = match self.rx.try_recv() {
+                Ok(b) => b,
+                Err(TryRecvError::Empty) => return Ok(None),
+                Err(TryRecvError::Disconnected) => {
+                    return Err(format!(
+                        "internal error: the reader stopped before object {object} offset \
+                         {offset}"
+                    ))
+                }
+            };
+            let data = b.data?;
+            let end = b.offset + data.len() as u64;
+            if (b.object, end) <= (object, offset) {
+                // Held by the receiver: skipped by the session.
+                let _ = self.back.try_send(data);
+                continue;
+            }
+            if (b.object, b.offset) > (object, offset) {
+                return Err(format!(
+                    "internal error: the reader is out of step (object {} offset {} where \
+                     {object} offset {offset} was asked for)",
+                    b.object, b.offset
+                ));
+            }
+            let data = if b.offset < offset {
+                let rest = data[(offset - b.offset) as usize..].to_vec();
+                let _ = self.back.try_send(data);
+                rest
+            } else {
+                data
+            };
+            if data.len() as u64 > max {
+                return Err(format!(
+                    "internal error: object {object} is longer than the manifest says"
+                ));
+            }
+            return Ok(Some(data));
+        }
     }
 
     fn recycle(&mut self, block: Vec<u8>) {
@@ -130,80 +175,113 @@ impl Drop for FileSource {
     }
 }
 
-/// The reader thread: every item's bytes in order, then (streamed files) their digest.
-fn read_all(items: &[Item], tx: &SyncSender<Block>, back: &Receiver<Vec<u8>>, counter: &AtomicU64) {
-    for (i, item) in items.iter().enumerate() {
-        let object = i as u32 + 1;
-        let Some(path) = &item.file else { continue };
-        match read_file(object, path, item, tx, back, counter) {
-            Ok(true) => {}
-            Ok(false) => return, // the session is gone
-            Err(why) => {
-                let _ = tx.send(Block {
-                    object,
-                    offset: 0,
-                    data: Err(why),
-                });
-                return;
+/// The reader thread's ends: blocks out, spent buffers back, bytes read, and how far the
+/// session has asked.
+struct Reader {
+    tx: SyncSender<Block>,
+    back: Receiver<Vec<u8>>,
+    counter: Arc<AtomicU64>,
+    asked: Arc<Mutex<(u32, u64)>>,
+}
+
+impl Reader {
+    /// Every item's bytes in order, then (streamed files) their digest.
+    fn read_all(&self, items: &[Item]) {
+        for (i, item) in items.iter().enumerate() {
+            let object = i as u32 + 1;
+            let Some(path) = &item.file else { continue };
+            match self.read_file(object, path, item) {
+                Ok(true) => {}
+                Ok(false) => return, // the session is gone
+                Err(why) => {
+                    let _ = self.tx.send(Block {
+                        object,
+                        offset: 0,
+                        data: Err(why),
+                    });
+                    return;
+                }
             }
         }
     }
-}
 
-/// Send one file's blocks (and trailer); `Ok(false)` when the session stopped listening.
-fn read_file(
-    object: u32,
-    path: &SourceFile,
-    item: &Item,
-    tx: &SyncSender<Block>,
-    back: &Receiver<Vec<u8>>,
-    counter: &AtomicU64,
-) -> Result<bool, String> {
-    if item.size == 0 && !item.streamed {
-        return Ok(true);
+    /// Where to go on in `object` from `offset`: further on if the session asked for a later
+    /// position (a resume skipping what the receiver holds), `None` if it is past this object.
+    /// A streamed file is read whole: its digest needs every byte.
+    fn skip(&self, object: u32, offset: u64, item: &Item) -> Option<u64> {
+        if item.streamed {
+            return Some(offset);
+        }
+        let (o, off) = *lock(&self.asked);
+        match o.cmp(&object) {
+            std::cmp::Ordering::Greater => None,
+            std::cmp::Ordering::Equal => Some(offset.max(off)),
+            std::cmp::Ordering::Less => Some(offset),
+        }
     }
-    let mut f: File = path.open().map_err(|e| e.to_string())?;
-    let mut hasher = item.streamed.then(blake3::Hasher::new);
-    let mut offset = 0u64;
-    while offset < item.size {
-        let mut data = back.try_recv().unwrap_or_default();
-        let len = (item.size - offset).min(BLOCK as u64) as usize;
-        data.resize(len, 0);
-        if let Err(e) = f.read_exact(&mut data) {
-            let why = if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                "it is shorter than when the transfer started (was it changed?)".to_owned()
-            } else {
-                e.to_string()
+
+    /// Send one file's blocks (and trailer); `Ok(false)` when the session stopped listening.
+    fn read_file(&self, object: u32, path: &SourceFile, item: &Item) -> Result<bool, String> {
+        if item.size == 0 && !item.streamed {
+            return Ok(true);
+        }
+        if self.skip(object, 0, item).is_none() {
+            return Ok(true);
+        }
+        let mut f: File = path.open().map_err(|e| e.to_string())?;
+        let mut hasher = item.streamed.then(blake3::Hasher::new);
+        let mut offset = 0u64;
+        let cannot = |e: std::io::Error| format!("cannot read '{}': {e}", path.path.display());
+        while offset < item.size {
+            let Some(at) = self.skip(object, offset, item) else {
+                return Ok(true);
             };
-            return Err(format!("cannot read '{}': {why}", path.path.display()));
+            if at != offset {
+                offset = at.min(item.size);
+                f.seek(SeekFrom::Start(offset)).map_err(cannot)?;
+                continue;
+            }
+            let mut data = self.back.try_recv().unwrap_or_default();
+            let len = (item.size - offset).min(BLOCK as u64) as usize;
+            data.resize(len, 0);
+            if let Err(e) = f.read_exact(&mut data) {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    return Err(format!(
+                        "cannot read '{}': it is shorter than when the transfer started (was it \
+                         changed?)",
+                        path.path.display()
+                    ));
+                }
+                return Err(cannot(e));
+            }
+            self.counter.fetch_add(len as u64, Ordering::Relaxed);
+            if let Some(h) = hasher.as_mut() {
+                h.update(&data);
+            }
+            let b = Block {
+                object,
+                offset,
+                data: Ok(data),
+            };
+            if self.tx.send(b).is_err() {
+                return Ok(false);
+            }
+            offset += len as u64;
         }
-        counter.fetch_add(len as u64, Ordering::Relaxed);
-        if let Some(h) = hasher.as_mut() {
-            h.update(&data);
+        if let Some(h) = hasher {
+            let digest = h.finalize().as_bytes().to_vec();
+            debug_assert_eq!(digest.len() as u64, DIGEST_TRAILER);
+            let b = Block {
+                object,
+                offset,
+                data: Ok(digest),
+            };
+            if self.tx.send(b).is_err() {
+                return Ok(false);
+            }
         }
-        let b = Block {
-            object,
-            offset,
-            data: Ok(data),
-        };
-        if tx.send(b).is_err() {
-            return Ok(false);
-        }
-        offset += len as u64;
+        Ok(true)
     }
-    if let Some(h) = hasher {
-        let digest = h.finalize().as_bytes().to_vec();
-        debug_assert_eq!(digest.len() as u64, DIGEST_TRAILER);
-        let b = Block {
-            object,
-            offset,
-            data: Ok(digest),
-        };
-        if tx.send(b).is_err() {
-            return Ok(false);
-        }
-    }
-    Ok(true)
 }
 
 #[cfg(test)]
@@ -256,6 +334,34 @@ mod tests {
         assert_eq!(got[..size as usize], data[..]);
         assert_eq!(&got[size as usize..], blake3::hash(&data).as_bytes());
         assert_eq!(src.bytes_read(), size, "each byte read once");
+    }
+
+    /// Resuming, the session skips what the receiver holds: the reader seeks past it in a file
+    /// whose digest is in the manifest, and the blocks it hands over start where asked.
+    #[test]
+    fn a_resume_skips_what_the_receiver_holds_without_reading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        let size: u64 = 96 << 20;
+        let data: Vec<u8> = (0..size).map(|i| (i % 241) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let mut plan = crate::scan::plan(std::slice::from_ref(&path), "", false).unwrap();
+        plan.compute_digests(|_| {}).unwrap();
+        let mut src = FileSource::new(&plan.sources, &plan.manifest.entries);
+        let first = next_block(&mut src, 1, 0, size);
+        assert_eq!(first[..], data[..first.len()]);
+        // Held by the receiver: everything up to 90 MiB + 100 (not a block boundary).
+        let mut at = (90 << 20) + 100;
+        while at < size {
+            let b = next_block(&mut src, 1, at, size - at);
+            assert_eq!(b[..], data[at as usize..at as usize + b.len()], "at {at}");
+            at += b.len() as u64;
+        }
+        let read = src.bytes_read();
+        assert!(
+            read <= (AHEAD as u64 + 3) * BLOCK as u64 + (6 << 20),
+            "read {read} bytes of a file of which 6 MiB were wanted"
+        );
     }
 
     /// A file that shrank after the scan: a clear error, not a short digest.

@@ -5,7 +5,7 @@
 //! memory and never waits for a disk on the network thread. New data comes from the
 //! application's [`Source`] in stream order — object 1 from offset 0 to its end, then object 2,
 //! … (empty objects have no bytes) — each byte once, in blocks of whatever size the source
-//! likes. The source may have nothing ready ("starved"): the session then sends what else it
+//! likes, skipping ahead over whole chunks the receiver already holds (a resume's HAVE). The source may have nothing ready ("starved"): the session then sends what else it
 //! has (retransmissions, probes) and asks again on the next `poll_transmit`.
 //!
 //! Two bounds keep the buffer small:
@@ -102,13 +102,17 @@ impl SendBuffer {
 
     /// Ask `source` for bytes until [`LOOKAHEAD`] bytes wait ahead of `cursor`, the budget is
     /// used, the source has none ready, or every object (`sizes`, index 0 the manifest, not
-    /// from the source) was handed over.
+    /// from the source) was handed over. Whole chunks (`payload` bytes from each object's
+    /// start) that are all in `delivered` are never asked for: nothing of them will be sent.
     pub fn fill(
         &mut self,
         cursor: (u32, u64),
         sizes: &[u64],
+        delivered: &[RangeSet],
+        payload: u64,
         source: &mut impl Source,
     ) -> Result<(), (u32, u64, String)> {
+        let payload = payload.max(1);
         for b in self.spent.drain(..) {
             source.recycle(b);
         }
@@ -121,6 +125,21 @@ impl SendBuffer {
             if offset >= size {
                 self.next = (object + 1, 0);
                 continue;
+            }
+            if let Some(d) = delivered.get(object as usize) {
+                // From the start of the chunk `offset` falls in: a chunk begun in an earlier
+                // block is sent whole if any of it is missing, held bytes after `offset`
+                // included.
+                let gap = d.first_gap_from(offset / payload * payload);
+                let to = if gap >= size {
+                    size
+                } else {
+                    gap / payload * payload
+                };
+                if to > offset {
+                    self.next = (object, to);
+                    continue;
+                }
             }
             if self.full() || self.ahead_of(cursor, sizes) >= LOOKAHEAD {
                 return Ok(());
@@ -269,7 +288,7 @@ mod tests {
             calls: 0,
             stall: 0,
         };
-        b.fill((0, 0), &sizes, &mut src).unwrap();
+        b.fill((0, 0), &sizes, &[], 1448, &mut src).unwrap();
         assert!(b.has(3, 700));
         assert_eq!(b.taken(), 1700);
         let mut dst = vec![0u8; 500];
@@ -296,7 +315,7 @@ mod tests {
         };
         let mut rounds = 0;
         while !b.has(1, 5000) {
-            b.fill((1, 0), &sizes, &mut src).unwrap();
+            b.fill((1, 0), &sizes, &[], 1448, &mut src).unwrap();
             rounds += 1;
             assert!(rounds < 100);
         }
@@ -315,9 +334,9 @@ mod tests {
             calls: 0,
             stall: 0,
         };
-        b.fill((1, 0), &sizes, &mut src).unwrap();
+        b.fill((1, 0), &sizes, &[], 1448, &mut src).unwrap();
         assert_eq!(b.held(), LOOKAHEAD, "look-ahead from the cursor");
-        b.fill((1, 4 << 20), &sizes, &mut src).unwrap();
+        b.fill((1, 4 << 20), &sizes, &[], 1448, &mut src).unwrap();
         assert_eq!(b.held(), 6 << 20, "then the budget");
         assert!(b.full() && !b.starved());
         let mut delivered = vec![RangeSet::new(), RangeSet::new()];
@@ -327,7 +346,7 @@ mod tests {
         delivered[1].insert(0..1 << 20);
         b.release(&delivered, &sizes, 1 << 20);
         assert_eq!(b.held(), 3 << 20);
-        b.fill((1, 6 << 20), &sizes, &mut src).unwrap();
+        b.fill((1, 6 << 20), &sizes, &[], 1448, &mut src).unwrap();
         assert_eq!(b.held(), 6 << 20);
     }
 
@@ -342,7 +361,7 @@ mod tests {
             calls: 0,
             stall: 0,
         };
-        b.fill((1, 0), &sizes, &mut src).unwrap();
+        b.fill((1, 0), &sizes, &[], 1448, &mut src).unwrap();
         let mut delivered = vec![RangeSet::new(), RangeSet::new()];
         delivered[1].insert(0..1 << 20);
         b.release(&delivered, &sizes, 1448);
@@ -355,6 +374,101 @@ mod tests {
         assert_eq!(b.held(), 3 << 20);
     }
 
+    /// Chunks a resume's HAVE covers whole are never asked for; a chunk it covers in part is
+    /// (it is sent whole).
+    #[test]
+    fn chunks_the_receiver_holds_whole_are_skipped() {
+        struct Log(Vec<(u32, u64)>);
+        impl Source for Log {
+            fn next(&mut self, o: u32, off: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
+                self.0.push((o, off));
+                Ok(Some(vec![0; max.min(1000) as usize]))
+            }
+        }
+        let sizes = [0, 10_000, 3_000, 5_000];
+        let mut delivered = vec![RangeSet::new(); 4];
+        delivered[1].insert(0..4_500); // chunks 0..4 of 1000 whole, chunk 4 in part
+        delivered[2].insert(0..3_000); // all of it
+        delivered[3].insert(2_000..5_000); // the tail
+        let mut b = SendBuffer::new(1 << 20);
+        let mut src = Log(Vec::new());
+        b.fill((1, 0), &sizes, &delivered, 1000, &mut src).unwrap();
+        assert_eq!(
+            src.0,
+            [
+                (1, 4000),
+                (1, 5000),
+                (1, 6000),
+                (1, 7000),
+                (1, 8000),
+                (1, 9000),
+                (3, 0),
+                (3, 1000)
+            ]
+        );
+        assert!(b.has(3, 5_000));
+
+        // Blocks that end inside a chunk: the chunk's held rest is still asked for.
+        struct Odd(Vec<(u32, u64)>);
+        impl Source for Odd {
+            fn next(&mut self, o: u32, off: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
+                self.0.push((o, off));
+                Ok(Some(vec![0; max.min(700) as usize]))
+            }
+        }
+        let sizes = [0, 10_000];
+        let mut delivered = vec![RangeSet::new(); 2];
+        delivered[1].insert(0..1_000);
+        delivered[1].insert(1_500..10_000);
+        let mut b = SendBuffer::new(1 << 20);
+        let mut src = Odd(Vec::new());
+        b.fill((1, 0), &sizes, &delivered, 1000, &mut src).unwrap();
+        assert_eq!(src.0, [(1, 1000), (1, 1700)]);
+        let mut dst = vec![0u8; 1000];
+        assert!(
+            b.copy(chunk(1, 1000, 1000), &mut dst),
+            "the chunk across the hole"
+        );
+    }
+
+    /// A source of `block`-byte pieces (the last of an object shorter).
+    struct Blocks(u64);
+    impl Source for Blocks {
+        fn next(&mut self, _: u32, _: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
+            Ok(Some(vec![0; max.min(self.0) as usize]))
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the receiver holds, whatever the source's block size: every chunk not
+        /// delivered whole can be copied from the buffer once it has filled past it.
+        #[test]
+        fn every_chunk_still_to_send_is_buffered(
+            size in 1u64..60_000,
+            payload in 1u64..3_000,
+            block in 1u64..5_000,
+            held in proptest::collection::vec((0u64..60_000, 1u64..9_000), 0..8),
+        ) {
+            let sizes = [0, size];
+            let mut delivered = vec![RangeSet::new(); 2];
+            for (start, len) in held {
+                delivered[1].insert(start.min(size)..(start + len).min(size));
+            }
+            let mut b = SendBuffer::new(1 << 30);
+            b.fill((1, 0), &sizes, &delivered, payload, &mut Blocks(block)).unwrap();
+            proptest::prop_assert!(b.has(1, size));
+            let mut at = 0;
+            while at < size {
+                let c = chunk(1, at, payload.min(size - at) as u32);
+                if !delivered[1].contains_range(c.offset..c.end()) {
+                    let mut dst = vec![0u8; c.len as usize];
+                    proptest::prop_assert!(b.copy(c, &mut dst), "chunk at {}", at);
+                }
+                at = c.end();
+            }
+        }
+    }
+
     #[test]
     fn a_source_that_breaks_its_contract_is_an_error() {
         struct TooMuch;
@@ -364,7 +478,9 @@ mod tests {
             }
         }
         let mut b = SendBuffer::new(1 << 20);
-        let e = b.fill((0, 0), &[0, 10], &mut TooMuch).unwrap_err();
+        let e = b
+            .fill((0, 0), &[0, 10], &[], 1448, &mut TooMuch)
+            .unwrap_err();
         assert_eq!((e.0, e.1), (1, 0));
     }
 }

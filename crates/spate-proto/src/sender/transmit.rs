@@ -83,8 +83,9 @@ impl Sender {
                 }
                 let payload = self.chunk_payload();
                 self.buffer.release(&self.delivered, &self.sizes, payload);
+                let (cursor, sizes, delivered) = (self.cursor, &self.sizes, &self.delivered);
                 if let Err((object, offset, reason)) =
-                    self.buffer.fill(self.cursor, &self.sizes, source)
+                    self.buffer.fill(cursor, sizes, delivered, payload, source)
                 {
                     let err = SessionError::Source {
                         object,
