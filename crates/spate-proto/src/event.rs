@@ -40,6 +40,12 @@ pub enum SessionError {
     /// Nothing arrived from the peer for the idle timeout.
     #[error("no packet from the peer for {0:?}; the path or the peer is down (raise the idle timeout to ride out longer outages)")]
     IdleTimeout(Duration),
+    /// The receiver offered no room to write for the idle timeout (its Write Limit did not
+    /// grow, spec §7.4): its disk is stuck, or it holds the sender on purpose.
+    #[error(
+        "the receiver took no data for {0:?}: its disk accepted nothing (is it full or stuck?)"
+    )]
+    ReceiverStalled(Duration),
     /// The peer never answered the HELLO.
     #[error("the receiver did not answer within {0:?}; is it running and reachable?")]
     HandshakeTimeout(Duration),

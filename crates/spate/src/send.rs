@@ -306,6 +306,11 @@ fn explain(err: &SessionError, server: SocketAddr) -> String {
              --resume to send only what it does not have yet",
             d.as_secs_f64()
         ),
+        SessionError::ReceiverStalled(d) => format!(
+            "the receiver at {server} took no data for {:.0} s: its disk accepted nothing (full, \
+             or stuck?); once it writes again, run the same command with --resume",
+            d.as_secs_f64()
+        ),
         SessionError::PeerClosed { reason, .. } => {
             format!("the receiver refused: {}", crate::report::escape(reason))
         }

@@ -236,6 +236,8 @@ pub struct Sender {
     /// What held new data back at the last `poll_transmit`, and when that was.
     held_by: Option<Holdup>,
     holdup_at: Instant,
+    /// Since when the Write Limit has held new data back without a break (§7.4).
+    write_blocked_since: Option<Instant>,
     /// The ACCEPT's token, echoed in every PING (spec §4.8).
     token: u64,
     /// A PING that proves our address is due (after ACCEPT, or a report without VALIDATED).
@@ -313,6 +315,7 @@ impl Sender {
             write_limit: None,
             held_by: None,
             holdup_at: now,
+            write_blocked_since: None,
             token: 0,
             token_ping_due: false,
             token_ping_at: None,
@@ -500,6 +503,9 @@ impl Sender {
                 if let Some(p) = self.probe_at() {
                     t = t.min(p);
                 }
+                if let Some(b) = self.write_blocked_since {
+                    t = t.min(b + self.cfg.idle_timeout);
+                }
                 if self.probe_due || self.token_ping_due || self.close_pending.is_some() {
                     // Something is ready to send: any past instant means "now".
                     return Some(Instant::ZERO);
@@ -533,6 +539,20 @@ impl Sender {
                         SessionError::IdleTimeout(d),
                         CloseCode::Application,
                         "idle timeout",
+                    );
+                    return;
+                }
+                if self
+                    .write_blocked_since
+                    .is_some_and(|b| now >= b + self.cfg.idle_timeout)
+                {
+                    // §7.4: a receiver that offers no room for as long as an idle timeout is
+                    // as good as gone, and must not hold the sender for ever.
+                    let d = self.cfg.idle_timeout;
+                    self.fail(
+                        SessionError::ReceiverStalled(d),
+                        CloseCode::Application,
+                        "no room to write",
                     );
                     return;
                 }

@@ -458,6 +458,11 @@ impl Sender {
         }
         self.held_by = self.holdup();
         self.holdup_at = now;
+        if self.held_by == Some(Holdup::WriteLimit) {
+            self.write_blocked_since.get_or_insert(now);
+        } else {
+            self.write_blocked_since = None;
+        }
     }
 
     /// > §7.4: A sender never has sent more new file bytes in the session than the largest
