@@ -677,4 +677,36 @@ mod tests {
         bytes[2] |= 0xf0;
         assert_eq!(Manifest::decode(&bytes).unwrap(), m);
     }
+
+    /// A streamed file (kind 2) carries its digest after its bytes: its object is 32 bytes
+    /// longer, it may not also list a digest, and a size whose object would pass the largest
+    /// offset is refused — as a peer's bytes, not only as our own encoding.
+    #[test]
+    fn streamed_files_follow_their_rules_on_the_wire() {
+        let mut e = Entry::file("s", 5);
+        e.kind = EntryKind::StreamedFile;
+        let m = Manifest::new(vec![e.clone()]);
+        let bytes = m.encode().unwrap();
+        assert_eq!(bytes[2] >> KIND_SHIFT & 0x3, 2);
+        let back = Manifest::decode(&bytes).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(back.object_size(1), Some(5 + DIGEST_TRAILER));
+        assert_eq!(back.total_bytes(), 5, "the trailer is not file bytes");
+        // The digest flag set on a streamed entry (a peer's bytes: 32 digest bytes added).
+        let mut with_digest = bytes.clone();
+        with_digest[2] |= FLAG_DIGEST;
+        with_digest.splice(5..5, [0u8; 32]);
+        assert!(matches!(
+            Manifest::decode(&with_digest),
+            Err(ManifestError::BadEntry { why, .. }) if why.contains("digest in the manifest")
+        ));
+        // A size whose trailer would end past the largest offset.
+        let mut huge = e;
+        huge.size = VARINT_MAX - DIGEST_TRAILER + 1;
+        assert!(Manifest::new(vec![huge]).encode().is_err());
+        // Kind 3 stays invalid.
+        let mut kind3 = bytes;
+        kind3[2] |= 3 << KIND_SHIFT;
+        assert!(Manifest::decode(&kind3).is_err());
+    }
 }

@@ -394,3 +394,53 @@ fn the_probe_timeout_counts_from_the_last_packet_sent() {
         Some(sent + core::time::Duration::from_millis(40))
     );
 }
+
+/// §5.1, §7.4: a streamed file's object runs 32 bytes past its size (the trailer), and no
+/// further; trailer bytes are object bytes but not file bytes; the application's room goes
+/// out as a Write Limit counting both — as a peer sends them, byte by byte.
+#[test]
+fn a_streamed_files_trailer_is_accepted_and_nothing_past_it() {
+    let mut e = Entry::file("s", 100);
+    e.kind = EntryKind::StreamedFile;
+    let m = Manifest::new(vec![e]);
+    let (_, mut r, _) = pair(&m, true, false);
+    r.handle_datagram(Instant::from_millis(1), &mut ping(3, 1, TOKEN))
+        .unwrap();
+    let data = |pn: u64, offset: u64, len: usize| {
+        let mut d = header(0, 3, 3, pn);
+        d.extend(1u32.to_be_bytes());
+        d.extend(offset.to_be_bytes());
+        d.extend(vec![5; len]);
+        d
+    };
+    let now = Instant::from_millis(2);
+    r.set_write_room(now, 1 << 20);
+    // The file's 100 bytes and 12 of the trailer, then the trailer's last 20.
+    assert!(r
+        .handle_datagram(now, &mut data(2, 0, 112))
+        .unwrap()
+        .is_some());
+    assert!(r
+        .handle_datagram(now, &mut data(3, 112, 20))
+        .unwrap()
+        .is_some());
+    // One byte past the trailer: dropped whole, nothing recorded.
+    assert!(r.handle_datagram(now, &mut data(4, 132, 1)).is_err());
+    assert_eq!(
+        r.stats().delivered_bytes,
+        100,
+        "the trailer is not file bytes"
+    );
+    let mut buf = vec![0u8; 2048];
+    let mut limit = None;
+    while let Some(t) = r.poll_transmit(Instant::from_millis(20), &mut buf) {
+        if let Packet::Feedback(f) = wire::parse(&buf[..t.len]).unwrap().packet {
+            limit = f.repr.write_limit;
+        }
+    }
+    assert_eq!(
+        limit,
+        Some(132 + (1 << 20)),
+        "received object bytes plus the room"
+    );
+}
