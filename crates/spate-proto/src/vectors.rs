@@ -432,7 +432,7 @@ pub fn all() -> Vec<Vector> {
     v.push(Vector {
         name: "feedback-limit",
         description: "FEEDBACK (§4.5) with a Write Limit (extension type 1): the receiver has \
-                      taken 28 960 file bytes of this session and can queue 16 MiB more, so the \
+                      taken 28 960 data bytes of this session and can queue 16 MiB more, so the \
                       sender may have sent at most 16 806 176",
         kind: Kind::Packet,
         fields: f.0,

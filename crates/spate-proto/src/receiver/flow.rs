@@ -1,9 +1,9 @@
 //! Receiver flow control: the Write Limit each FEEDBACK carries (`docs/spec.md` §4.5, §7.4).
 //!
 //! > §7.4: A receiver whose application buffers what it has not yet written reports, in each
-//! > FEEDBACK, a Write Limit: the file bytes it received in this session plus the bytes its
-//! > application can still take. A sender never has sent more new file bytes in the session
-//! > than the largest Write Limit it has seen.
+//! > FEEDBACK, a Write Limit: the data bytes (objects 1 and above, trailers included) it
+//! > received in this session plus the bytes its application can still take. A sender never
+//! > has sent more new data bytes in the session than the largest Write Limit it has seen.
 //!
 //! What reaches the sender is a running total, not a window: reports that arrive out of
 //! order or not at all cannot shrink it, and the sender need not know what of its data
@@ -28,7 +28,7 @@ pub const UPDATE: u64 = 1 << 20;
 pub(super) struct Flow {
     /// Bytes the application can still take, if it said so.
     room: Option<u64>,
-    /// Distinct file bytes (objects 1..) received in this session, digest trailers included.
+    /// Distinct data bytes (objects 1..) received in this session, digest trailers included.
     pub received: u64,
     /// The Write Limit of the last report.
     advertised: u64,

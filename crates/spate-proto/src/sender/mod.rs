@@ -230,7 +230,7 @@ pub struct Sender {
     validated_seen: bool,
     /// Resuming: the receiver offered it and its HAVE has not arrived yet (file data waits).
     have_pending: bool,
-    /// The largest Write Limit the receiver reported (§7.4): new file bytes sent in this
+    /// The largest Write Limit the receiver reported (§7.4): new data bytes sent in this
     /// session stay at or below it. `None`: the receiver sets no limit.
     write_limit: Option<u64>,
     /// What held new data back at the last `poll_transmit`, and when that was.

@@ -465,7 +465,7 @@ impl Sender {
         }
     }
 
-    /// > §7.4: A sender never has sent more new file bytes in the session than the largest
+    /// > §7.4: A sender never has sent more new data bytes in the session than the largest
     /// > Write Limit it has seen.
     fn within_write_limit(&self, len: u32) -> bool {
         self.write_limit

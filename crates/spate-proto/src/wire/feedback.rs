@@ -26,7 +26,7 @@
 //!
 //! > §4.5: Extensions follow the last range, each a Type, a Length and Length bytes of Value;
 //! > a sender skips types it does not know, and ignores the rest of the packet from a field
-//! > that does not fit. Type 1, **Write Limit**, is a varint: the file bytes (§4.5) the sender
+//! > that does not fit. Type 1, **Write Limit**, is a varint: the data bytes (§7.4) the sender
 //! > may have sent in this session, at most.
 
 use super::header::MAX_PACKET_NUMBER;
@@ -72,7 +72,7 @@ pub struct FeedbackRepr {
     pub first_missing_object: u32,
     /// Offset part of the first byte the receiver lacks.
     pub first_missing_offset: u64,
-    /// Extension type 1: how many file bytes the sender may have sent in this session, at
+    /// Extension type 1: how many data bytes the sender may have sent in this session, at
     /// most (receiver flow control, spec §4.5); `None` when the receiver sets no limit.
     pub write_limit: Option<u64>,
 }
