@@ -5,8 +5,9 @@
 //! memory and never waits for a disk on the network thread. New data comes from the
 //! application's [`Source`] in stream order — object 1 from offset 0 to its end, then object 2,
 //! … (empty objects have no bytes) — each byte once, in blocks of whatever size the source
-//! likes, skipping ahead over whole chunks the receiver already holds (a resume's HAVE). The source may have nothing ready ("starved"): the session then sends what else it
-//! has (retransmissions, probes) and asks again on the next `poll_transmit`.
+//! likes, skipping ahead over whole chunks the receiver already holds (a resume's HAVE). The
+//! source may have nothing ready ("starved"): the session then sends what else it has
+//! (retransmissions, probes) and asks again on the next `poll_transmit`.
 //!
 //! Two bounds keep the buffer small:
 //! - **Look-ahead**: the session asks for more only while less than [`LOOKAHEAD`] bytes wait
@@ -56,8 +57,6 @@ pub(super) struct SendBuffer {
     next: (u32, u64),
     /// Buffers of released blocks, for [`Source::recycle`].
     spent: Vec<Vec<u8>>,
-    /// The source had nothing ready when last asked.
-    starved: bool,
     /// Bytes taken from the source.
     taken: u64,
 }
@@ -70,7 +69,6 @@ impl SendBuffer {
             budget,
             next: (1, 0),
             spent: Vec::new(),
-            starved: false,
             taken: 0,
         }
     }
@@ -88,11 +86,6 @@ impl SendBuffer {
     /// The budget is used up: new data waits for acknowledgements.
     pub fn full(&self) -> bool {
         self.held >= self.budget
-    }
-
-    /// The source had nothing when last asked, and the buffer has room.
-    pub fn starved(&self) -> bool {
-        self.starved && !self.full()
     }
 
     /// True if every byte of `object` below `end` was handed over by the source.
@@ -116,7 +109,6 @@ impl SendBuffer {
         for b in self.spent.drain(..) {
             source.recycle(b);
         }
-        self.starved = false;
         loop {
             let (object, offset) = self.next;
             let Some(&size) = sizes.get(object as usize) else {
@@ -146,10 +138,7 @@ impl SendBuffer {
             }
             let max = size - offset;
             match source.next(object, offset, max) {
-                Ok(None) => {
-                    self.starved = true;
-                    return Ok(());
-                }
+                Ok(None) => return Ok(()),
                 Ok(Some(data)) if data.is_empty() || data.len() as u64 > max => {
                     let why = format!(
                         "the source handed over {} bytes where 1 to {max} were asked for",
@@ -338,7 +327,7 @@ mod tests {
         assert_eq!(b.held(), LOOKAHEAD, "look-ahead from the cursor");
         b.fill((1, 4 << 20), &sizes, &[], 1448, &mut src).unwrap();
         assert_eq!(b.held(), 6 << 20, "then the budget");
-        assert!(b.full() && !b.starved());
+        assert!(b.full());
         let mut delivered = vec![RangeSet::new(), RangeSet::new()];
         delivered[1].insert(1 << 20..3 << 20);
         b.release(&delivered, &sizes, 1 << 20);

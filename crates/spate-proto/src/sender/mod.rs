@@ -153,6 +153,8 @@ enum Holdup {
     WriteLimit,
     /// The source has not handed the bytes over.
     Source,
+    /// The send buffer is full of unacknowledged data: acknowledgements free it.
+    SendBuffer,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,15 +366,11 @@ impl Sender {
         self.buffer.held()
     }
 
-    /// New data could go now, but the [`Source`] had none ready when last asked: call
+    /// New data could go now, but the [`Source`] has not handed its bytes over: call
     /// [`poll_transmit`](Self::poll_transmit) again soon (a driver reading on another thread:
     /// when it has the next block).
     pub fn starved(&self) -> bool {
-        self.phase == Phase::Transfer
-            && self.buffer.starved()
-            && self.object_done[0]
-            && !self.have_pending
-            && self.cursor < self.data_end
+        self.phase == Phase::Transfer && self.holdup() == Some(Holdup::Source)
     }
 
     /// Total file bytes of all objects (excluding the manifest and digest trailers).
@@ -638,7 +636,7 @@ impl Sender {
     }
 
     /// New data waits for the receiver's Write Limit (§7.4).
-    pub fn write_blocked(&self) -> bool {
+    fn write_blocked(&self) -> bool {
         self.holdup() == Some(Holdup::WriteLimit)
     }
 

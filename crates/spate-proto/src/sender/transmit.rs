@@ -320,34 +320,21 @@ impl Sender {
         Some((chunk, false))
     }
 
-    /// The chunk of new data at the cursor, if it may go and its bytes are at hand. Moves the
-    /// cursor past objects already sent to their end.
+    /// The chunk of new data at the cursor — manifest bytes, then file data — if it may go
+    /// now. Moves the cursor past objects already sent to their end.
     fn next_new_chunk(&mut self) -> Option<Chunk> {
-        let payload = self.chunk_payload();
-        loop {
-            let (object, offset) = self.cursor;
-            let o = object as usize;
-            if o >= self.sizes.len() {
-                return None;
-            }
-            if o > 0 && (!self.object_done[0] || self.have_pending) {
-                return None; // file data waits for the manifest (and a resume's HAVE)
-            }
-            if offset >= self.sizes[o] {
-                self.cursor = (object + 1, 0);
-                continue;
-            }
-            let len = payload.min(self.sizes[o] - offset) as u32;
-            let chunk = Chunk {
+        let (object, offset) = self.cursor;
+        if object == 0 && offset < self.sizes[0] {
+            let len = self.chunk_payload().min(self.sizes[0] - offset) as u32;
+            return Some(Chunk {
                 object,
                 offset,
                 len,
-            };
-            if o > 0 && !self.within_write_limit(len) {
-                return None; // §7.4: the receiver's application has no room for more
-            }
-            return (o == 0 || self.buffer.has(object, chunk.end())).then_some(chunk);
+            });
         }
+        let c = self.upcoming_chunk()?;
+        self.cursor = (c.object, c.offset);
+        self.hold_of(c).is_none().then_some(c)
     }
 
     fn write_data(
@@ -412,7 +399,7 @@ impl Sender {
             return true;
         }
         self.upcoming_chunk()
-            .is_some_and(|c| self.within_write_limit(c.len) && self.buffer.has(c.object, c.end()))
+            .is_some_and(|c| self.hold_of(c).is_none())
     }
 
     /// The chunk of new file data at the cursor, if file data may go (the manifest is
@@ -435,16 +422,22 @@ impl Sender {
         })
     }
 
-    /// What holds new data back now, if not the path or the pacer: the receiver's Write
-    /// Limit, or a source with nothing ready.
+    /// What holds new file data back now, besides pacing and the in-flight bound.
     pub(super) fn holdup(&self) -> Option<Holdup> {
-        let c = self.upcoming_chunk()?;
+        self.upcoming_chunk().and_then(|c| self.hold_of(c))
+    }
+
+    /// What keeps chunk `c` of new file data from going: the receiver's Write Limit, a send
+    /// buffer full of unacknowledged data, or a source that has not handed its bytes over.
+    fn hold_of(&self, c: Chunk) -> Option<Holdup> {
         if !self.within_write_limit(c.len) {
             Some(Holdup::WriteLimit)
-        } else if !self.buffer.has(c.object, c.end()) {
-            Some(Holdup::Source)
-        } else {
+        } else if self.buffer.has(c.object, c.end()) {
             None
+        } else if self.buffer.full() {
+            Some(Holdup::SendBuffer)
+        } else {
+            Some(Holdup::Source)
         }
     }
 
@@ -454,7 +447,7 @@ impl Sender {
         match self.held_by {
             Some(Holdup::WriteLimit) => self.stats.write_limit_us += us,
             Some(Holdup::Source) => self.stats.source_wait_us += us,
-            None => {}
+            Some(Holdup::SendBuffer) | None => {}
         }
         self.held_by = self.holdup();
         self.holdup_at = now;
