@@ -34,6 +34,7 @@ use spate_proto::manifest::DIGEST_TRAILER;
 use spate_proto::{Entry, EntryKind, Source};
 
 use crate::scan::SourceFile;
+use crate::sink::lock;
 
 /// Block size read at once: 1 MiB (large sequential reads; 725 chunks of 1448 bytes).
 const BLOCK: usize = 1 << 20;
@@ -64,11 +65,6 @@ pub struct FileSource {
     /// The furthest position the session asked for: the reader may seek to it.
     asked: Arc<Mutex<(u32, u64)>>,
     reader: Option<JoinHandle<()>>,
-}
-
-/// Lock `m`, whatever a panicking holder left (a position is always consistent).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl FileSource {

@@ -49,6 +49,7 @@ use spate_proto::Manifest;
 
 use crate::confine::Root;
 pub use held::{find_held, Held};
+pub(crate) use pool::lock;
 pub use pool::{Lane, WriterPool, LANE_BYTES, POOL_BYTES};
 
 /// Size of a write buffer: 256 KiB (181 chunks), large sequential writes.

@@ -86,8 +86,9 @@ struct LaneState {
     scheduled: bool,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A worker that panicked poisons the lock; the data (queues) is still consistent.
+/// Lock `m` even if a thread panicked while holding it (the writer pool's queues, the file
+/// reader's position): what these locks guard is consistent after every statement.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
