@@ -15,7 +15,7 @@ use spate_proto::{Instant, Receiver, ReceiverConfig};
 use crate::flow::{Flow, SimFlow, TcpSim};
 use crate::metrics::Recorder;
 use crate::report::{jain, kib_per_gib, round, window_shares, FlowReport, Report, TimeSeries};
-use crate::scenario::Scenario;
+use crate::scenario::{FlowSpec, Scenario};
 use crate::tcp::{TcpPacket, HEADER as TCP_HEADER, MSS};
 
 /// A run's outputs.
@@ -422,70 +422,91 @@ impl Engine<'_> {
     }
 }
 
-fn flow_report(f: &Flow, end: Instant) -> FlowReport {
-    let start = Instant::ZERO + f.spec.start;
-    let (tx, rx) = (
-        f.sender.as_ref().map(|s| *s.stats()),
-        f.receiver.as_ref().map(|r| *r.stats()),
-    );
-    let tx = tx.unwrap_or_default();
-    let rx = rx.unwrap_or_default();
-    let delivered = rx.delivered_bytes;
-    let complete = f.completed_at.is_some() && f.spec.bytes > 0;
-    let stop = f.completed_at.unwrap_or(end);
-    let secs = stop.saturating_since(start).as_secs_f64();
-    let offered = f.bytes_offered();
-    let digest_ok = !complete
-        || f.sender.as_ref().is_some_and(|s| {
-            f.sink.digest == f.source.expected_digest(1, f.size, s.chunk_payload())
-        });
-    let feedback = rx.bytes_sent + rx.packets_sent * IP_UDP_OVERHEAD as u64;
+/// The fields of a flow's report every protocol computes the same way, from when the flow
+/// started and completed (`None`: it ran to `end`), what it was offered and delivered, and
+/// the bytes its receiver sent back. The per-protocol counters are left at zero.
+fn base_report(
+    spec: &FlowSpec,
+    completed_at: Option<Instant>,
+    end: Instant,
+    (offered, delivered, feedback): (u64, u64, u64),
+) -> FlowReport {
+    let start = Instant::ZERO + spec.start;
+    let complete = completed_at.is_some() && spec.bytes > 0;
+    let secs = completed_at
+        .unwrap_or(end)
+        .saturating_since(start)
+        .as_secs_f64();
     FlowReport {
-        protocol: f.spec.protocol.name().to_owned(),
-        policy: f.spec.rate.policy.name().to_owned(),
-        start_s: round(f.spec.start.as_secs_f64(), 6),
+        protocol: spec.protocol.name().to_owned(),
+        policy: spec.rate.policy.name().to_owned(),
+        start_s: round(spec.start.as_secs_f64(), 6),
         bytes_offered: offered,
         bytes_delivered: delivered,
         complete,
-        completion_s: f
-            .completed_at
+        completion_s: completed_at
             .filter(|_| complete)
             .map(|t| round(t.saturating_since(start).as_secs_f64(), 6)),
-        verified: f.sink.mismatches == 0 && digest_ok && f.error.is_none(),
+        verified: true,
         goodput_mbps: if secs > 0.0 {
             round(delivered as f64 * 8.0 / secs / 1e6, 3)
         } else {
             0.0
         },
-        data_packets_sent: tx.data_packets_sent,
-        retransmitted_packets: tx.retransmitted_packets,
-        retransmission_overhead: if offered > 0 {
-            round(tx.retransmitted_bytes as f64 / offered as f64, 5)
-        } else {
-            0.0
-        },
-        spurious_retransmissions: rx.spurious_retransmissions,
-        lost_packets: tx.lost_packets,
+        data_packets_sent: 0,
+        retransmitted_packets: 0,
+        retransmission_overhead: 0.0,
+        spurious_retransmissions: 0,
+        lost_packets: 0,
         feedback_bytes: feedback,
         window_goodput_mbps: None,
         share: None,
         delay_mode_s: None,
         competitive_mode_s: None,
         feedback_kib_per_gib: round(kib_per_gib(feedback, delivered), 2),
+        error: None,
+    }
+}
+
+/// Retransmitted bytes as a fraction of the bytes offered.
+fn overhead(retransmitted: u64, offered: u64) -> f64 {
+    if offered > 0 {
+        round(retransmitted as f64 / offered as f64, 5)
+    } else {
+        0.0
+    }
+}
+
+fn flow_report(f: &Flow, end: Instant) -> FlowReport {
+    let tx = f.sender.as_ref().map(|s| *s.stats()).unwrap_or_default();
+    let rx = f.receiver.as_ref().map(|r| *r.stats()).unwrap_or_default();
+    let offered = f.bytes_offered();
+    let feedback = rx.bytes_sent + rx.packets_sent * IP_UDP_OVERHEAD as u64;
+    let base = base_report(
+        &f.spec,
+        f.completed_at,
+        end,
+        (offered, rx.delivered_bytes, feedback),
+    );
+    let digest_ok = !base.complete
+        || f.sender.as_ref().is_some_and(|s| {
+            f.sink.digest == f.source.expected_digest(1, f.size, s.chunk_payload())
+        });
+    FlowReport {
+        verified: f.sink.mismatches == 0 && digest_ok && f.error.is_none(),
+        data_packets_sent: tx.data_packets_sent,
+        retransmitted_packets: tx.retransmitted_packets,
+        retransmission_overhead: overhead(tx.retransmitted_bytes, offered),
+        spurious_retransmissions: rx.spurious_retransmissions,
+        lost_packets: tx.lost_packets,
         error: f.error.clone(),
+        ..base
     }
 }
 
 fn tcp_report(f: &TcpSim, end: Instant) -> FlowReport {
-    let start = Instant::ZERO + f.spec.start;
     let st = f.tcp.sender.as_ref().map(|s| s.stats()).unwrap_or_default();
     let delivered = f.tcp.delivered;
-    let complete = f.completed_at.is_some() && f.spec.bytes > 0;
-    let secs = f
-        .completed_at
-        .unwrap_or(end)
-        .saturating_since(start)
-        .as_secs_f64();
     let offered = if f.spec.bytes > 0 {
         f.spec.bytes
     } else {
@@ -495,38 +516,12 @@ fn tcp_report(f: &TcpSim, end: Instant) -> FlowReport {
     let acks = f.tcp.receiver.cum().min(st.sent);
     let feedback = acks * TCP_HEADER;
     FlowReport {
-        protocol: f.spec.protocol.name().to_owned(),
         policy: "-".to_owned(),
-        start_s: round(f.spec.start.as_secs_f64(), 6),
-        bytes_offered: offered,
-        bytes_delivered: delivered,
-        complete,
-        completion_s: f
-            .completed_at
-            .filter(|_| complete)
-            .map(|t| round(t.saturating_since(start).as_secs_f64(), 6)),
-        // The model carries no content: nothing to verify, nothing wrong.
-        verified: true,
-        goodput_mbps: if secs > 0.0 {
-            round(delivered as f64 * 8.0 / secs / 1e6, 3)
-        } else {
-            0.0
-        },
+        // The model carries no content: nothing to verify, nothing wrong (base: verified).
         data_packets_sent: st.sent,
         retransmitted_packets: st.retransmitted,
-        retransmission_overhead: if offered > 0 {
-            round((st.retransmitted * MSS) as f64 / offered as f64, 5)
-        } else {
-            0.0
-        },
-        spurious_retransmissions: 0,
+        retransmission_overhead: overhead(st.retransmitted * MSS, offered),
         lost_packets: st.lost,
-        feedback_bytes: feedback,
-        window_goodput_mbps: None,
-        share: None,
-        delay_mode_s: None,
-        competitive_mode_s: None,
-        feedback_kib_per_gib: round(kib_per_gib(feedback, delivered), 2),
-        error: None,
+        ..base_report(&f.spec, f.completed_at, end, (offered, delivered, feedback))
     }
 }
