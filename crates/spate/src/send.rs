@@ -116,10 +116,7 @@ pub struct SendResult {
 
 /// Send `plan` as configured; `progress(sender)` is called every 100 ms.
 pub fn send(plan: &Plan, cfg: &SendConfig, progress: impl FnMut(&Sender)) -> Result<SendResult> {
-    let mut source = FileSource::new(&plan.sources, &plan.manifest.entries);
-    let mut r = send_with(&plan.manifest, &mut source, cfg, progress)?;
-    r.file_bytes_read = Some(source.bytes_read());
-    Ok(r)
+    send_plan_on(any_port(cfg.server)?, plan, cfg, progress)
 }
 
 /// [`send`] from `socket` (see [`send_on`]).
@@ -142,12 +139,17 @@ pub fn send_with(
     cfg: &SendConfig,
     progress: impl FnMut(&Sender),
 ) -> Result<SendResult> {
-    let bind: SocketAddr = if cfg.server.is_ipv6() {
+    send_on(any_port(cfg.server)?, manifest, source, cfg, progress)
+}
+
+/// A socket on any local port of the family of `server`.
+fn any_port(server: SocketAddr) -> Result<Socket> {
+    let bind: SocketAddr = if server.is_ipv6() {
         "[::]:0".parse()?
     } else {
         "0.0.0.0:0".parse()?
     };
-    send_on(Socket::bind(bind)?, manifest, source, cfg, progress)
+    Ok(Socket::bind(bind)?)
 }
 
 /// [`send_with`] from `socket` (already bound: a port a firewall or NAT lets through, as for

@@ -62,9 +62,9 @@ pub const SILENT_AFTER_PROBES: u32 = 2;
 /// then object 2, … (empty objects are not asked for) — and keeps what it got until the
 /// receiver acknowledged it (`buffer.rs`). It may skip ahead (to a later offset or object)
 /// over whole chunks the receiver already holds from an earlier session: a source that must
-/// still read them (to hash them) reads them and does not hand them over. It never waits: a source with nothing ready says so,
-/// and is asked again on a later [`Sender::poll_transmit`]; [`Sender::starved`] tells the
-/// driver to come back soon.
+/// still read them (to hash them) reads them and does not hand them over. It never waits: a
+/// source with nothing ready says so, and is asked again on a later
+/// [`Sender::poll_transmit`]; [`Sender::starved`] tells the driver to come back soon.
 pub trait Source {
     /// The next bytes of `object`, starting at `offset`: at least 1 and at most `max` (what
     /// is left of the object), or `None` when none are ready yet. An error ends the session
