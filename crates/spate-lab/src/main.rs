@@ -3,6 +3,7 @@
 mod aead_cmd;
 mod bench;
 mod emu;
+mod fec_cmd;
 mod grid_cmd;
 mod plot;
 mod scenario;
@@ -39,6 +40,9 @@ enum Command {
     /// ChaCha20-Poly1305 (ring), on one core and on all: the crypto limit of encrypted
     /// transfers.
     BenchAead(aead_cmd::AeadArgs),
+    /// Measure what coding (repair symbols, spec §6.9) costs this machine's CPU: encoding a
+    /// block and rebuilding it at 1 % and 2 % loss, in % of a core per Gbit/s.
+    BenchFec(fec_cmd::FecArgs),
     /// One end of a bench-io measurement (started by bench-io itself).
     #[command(hide = true)]
     BenchEnd(bench::EndArgs),
@@ -58,6 +62,7 @@ fn main() {
         Command::BenchEnd(a) => bench::run_end(a),
         Command::TestVectors(a) => vectors_cmd::run(a),
         Command::BenchAead(a) => aead_cmd::run(a),
+        Command::BenchFec(a) => fec_cmd::run(a),
     };
     if let Err(e) = res {
         eprintln!("spate-lab: error: {e:#}");

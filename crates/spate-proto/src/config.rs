@@ -74,6 +74,9 @@ pub struct SenderConfig {
     /// a 10 Gbit/s × 400 ms path's bytes in flight, and 3× the in-flight bound of 10 Gbit/s
     /// at 46 ms; the memory is taken only as data is in flight.
     pub send_buffer: u64,
+    /// Coding (spec §6.9): repair symbols for the tail of the transfer (`Auto`), for every
+    /// block at a fixed rate, or none. Used only with a receiver that accepts it.
+    pub fec: crate::coding::Fec,
 }
 
 impl SenderConfig {
@@ -92,6 +95,7 @@ impl SenderConfig {
             cipher: 0,
             overhead: Overhead::NONE,
             send_buffer: 512 << 20,
+            fec: crate::coding::Fec::Auto,
         }
     }
 }
@@ -112,6 +116,9 @@ pub struct ReceiverConfig {
     /// then answers [`Receiver::wants_resume`](crate::Receiver::wants_resume) with
     /// [`Receiver::resume`](crate::Receiver::resume) once the manifest is known.
     pub resume: bool,
+    /// Take coded repair symbols (ACCEPT flag CODING, spec §6.9): the session then keeps
+    /// copies of chunks flagged KEEP, up to [`KEEP_BUDGET`](crate::coding::KEEP_BUDGET).
+    pub coding: bool,
     /// Room left for packet protection; set by [`secure`](crate::secure).
     pub overhead: Overhead,
 }
@@ -123,6 +130,7 @@ impl Default for ReceiverConfig {
             idle_timeout: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(60),
             resume: false,
+            coding: true,
             overhead: Overhead::NONE,
         }
     }

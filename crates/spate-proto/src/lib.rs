@@ -38,6 +38,7 @@
 
 pub mod cc;
 mod codec;
+pub mod coding;
 pub mod config;
 pub mod endpoint;
 pub mod event;

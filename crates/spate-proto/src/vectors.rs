@@ -464,6 +464,55 @@ pub fn all() -> Vec<Vector> {
         .put("Whole", "0: another range of object 4", vec![0x00])
         .varint("Offset", 3_145_728)
         .varint("Length", 1_048_576);
+    let mut g = Fields(Vec::new());
+    g.header(PacketType::Feedback, 0x2, "VALIDATED", 9)
+        .varint("Largest Received", 5000)
+        .varint("Ack Delay", 90)
+        .varint("Receive Time", 410_000)
+        .varint("Bytes Received", 7_193_000)
+        .varint("First Missing Object", 1)
+        .varint("First Missing Offset", 5_857_280)
+        .put("Range Count", "0 (two-byte form)", vec![0x40, 0x00])
+        .varint("First Range", 60)
+        .varint("Extension Type", 2)
+        .put("Extension Length", "5 (two pairs)", vec![0x05])
+        .varint("Object", 1)
+        .varint("First Chunk", 0)
+        .varint("Object", 1)
+        .varint("First Chunk", 4096);
+    v.push(Vector {
+        name: "feedback-rebuilt",
+        description: "FEEDBACK (§4.5, §6.9) listing Rebuilt Blocks (extension type 2): the \
+                      coded blocks of object 1 that start at chunks 0 and 4096 were rebuilt \
+                      from repair symbols",
+        kind: Kind::Packet,
+        fields: g.0,
+    });
+
+    for index in 0..2u32 {
+        let symbol = example_symbol(index);
+        let mut g = Fields(Vec::new());
+        g.header(PacketType::Repair, 0, "none", 40 + u64::from(index))
+            .put("Object", 1, 1u32.to_be_bytes().to_vec())
+            .put("First Chunk", 0, 0u32.to_be_bytes().to_vec())
+            .put("Count", "3 (K; R(3) = 4)", 3u16.to_be_bytes().to_vec())
+            .put("Index", index, (index as u16).to_be_bytes().to_vec())
+            .put("Symbol", format!("repair symbol {index}"), symbol);
+        v.push(Vector {
+            name: if index == 0 { "repair" } else { "repair-1" },
+            description: if index == 0 {
+                "REPAIR (§4.9, §6.9): symbol 0 of the block of object 1 made of its chunks \
+                 0, 1 and 2, in a session whose chunk size is 64 bytes (an illustration: real \
+                 sessions have at least 1208); chunk j holds the bytes 64·j + i (mod 256), \
+                 i = 0..63"
+            } else {
+                "REPAIR (§4.9, §6.9): symbol 1 of the same block as `repair`"
+            },
+            kind: Kind::Packet,
+            fields: g.0,
+        });
+    }
+
     v.push(Vector {
         name: "have",
         description: "HAVE (§4.7): objects 1–2 whole, and bytes 0..1 MiB and 3..4 MiB of \
@@ -474,10 +523,33 @@ pub fn all() -> Vec<Vector> {
     v
 }
 
+/// The chunks of the example coded block (`repair` vectors): 3 chunks of 64 bytes, chunk `j`
+/// holding `64·j + i` (mod 256) at byte `i`.
+pub fn example_chunks() -> Vec<Vec<u8>> {
+    (0..3)
+        .map(|j| (0..64).map(|i| (64 * j + i) as u8).collect())
+        .collect()
+}
+
+/// Repair symbol `index` of the example block, as the reference code computes it.
+fn example_symbol(index: u32) -> Vec<u8> {
+    crate::coding::encode(&example_chunks(), index as usize + 1)
+        .ok()
+        .and_then(|s| s.into_iter().nth(index as usize))
+        .unwrap_or_default()
+}
+
 /// Check one vector against the reference: it parses, and re-encoding what was parsed gives
-/// the same bytes. Returns what went wrong.
+/// the same bytes (for REPAIR, the symbol is also the code's own). Returns what went wrong.
 pub fn check(v: &Vector) -> Result<(), String> {
     let bytes = v.bytes();
+    if let Ok(p) = wire::parse(&bytes) {
+        if let Packet::Repair(r) = p.packet {
+            if r.symbol != example_symbol(r.index).as_slice() {
+                return Err(format!("{}: the symbol is not the code's", v.name));
+            }
+        }
+    }
     let again = match v.kind {
         Kind::Manifest => {
             let m = Manifest::decode(&bytes).map_err(|e| format!("{}: {e}", v.name))?;
@@ -524,6 +596,10 @@ fn reencode(datagram: &[u8]) -> Result<Vec<u8>, wire::WireError> {
             let reason = core::str::from_utf8(c.reason)
                 .map_err(|_| wire::WireError::Invalid("reason is not UTF-8"))?;
             Close::encode(c.code, reason, &mut w)?;
+        }
+        Packet::Repair(r) => {
+            wire::Repair::encode_fields(r.object, r.first_chunk, r.count, r.index, &mut w)?;
+            w.put(r.symbol)?;
         }
         Packet::Have(h) => {
             let entries: Vec<HaveEntry> = h.entries().collect();

@@ -172,3 +172,82 @@ proptest! {
         }
     }
 }
+
+/// A REPAIR (type 7, §4.9) with the given fields and a symbol of `symbol_len` bytes.
+fn repair(pn: u8, object: u32, first: u32, count: u16, index: u16, symbol_len: usize) -> Vec<u8> {
+    let mut d = vec![1, 7, 0, 0, 0, 5, 0, 0, 0, 0, 1, pn];
+    d.extend_from_slice(&object.to_be_bytes());
+    d.extend_from_slice(&first.to_be_bytes());
+    d.extend_from_slice(&count.to_be_bytes());
+    d.extend_from_slice(&index.to_be_bytes());
+    d.extend(std::iter::repeat_n(0xa5, symbol_len));
+    d
+}
+
+/// §4.9: a REPAIR for the manifest, for an object the manifest lacks, for a block reaching
+/// past its object's end, or with a symbol that is not one chunk long is dropped: not
+/// acknowledged, nothing kept, nothing rebuilt.
+#[test]
+fn repair_outside_the_objects_is_dropped() {
+    let (_, mut r) = pair();
+    // Chunks are 1448 bytes; object 1 (100 000 bytes) has chunks 0..=69.
+    let chunk = 1448;
+    for (what, mut d) in [
+        ("manifest", repair(1, 0, 0, 1, 0, chunk)),
+        ("no such object", repair(2, 3, 0, 1, 0, chunk)),
+        ("past the end", repair(3, 1, 60, 11, 0, chunk)),
+        ("short symbol", repair(4, 1, 0, 4, 0, chunk - 2)),
+        ("index beyond R(K)", repair(5, 1, 0, 4, 4, chunk)),
+    ] {
+        assert!(
+            r.handle_datagram(Instant::from_millis(30), &mut d).is_err(),
+            "{what}"
+        );
+    }
+    assert_eq!(r.coding_stats().symbols_received, 0);
+    assert_eq!(r.coding_bytes(), 0);
+    assert!(r.poll_rebuilt().is_none());
+    // The last chunk's block, well formed, is taken (and, with nothing else kept, rebuilt
+    // from its one symbol: the sender's word, which the application's digest check judges).
+    let mut ok = repair(6, 1, 69, 1, 0, chunk);
+    assert!(r.handle_datagram(Instant::from_millis(31), &mut ok).is_ok());
+    assert_eq!(r.coding_stats().symbols_received, 1);
+    let c = r.poll_rebuilt().unwrap();
+    assert_eq!(
+        (c.object, c.offset, c.bytes.len()),
+        (1, 69 * 1448, 100_000 - 69 * 1448)
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// Arbitrary REPAIR fields and KEEP DATA never panic the receiver, and what it keeps for
+    /// coding stays within its budget.
+    #[test]
+    fn arbitrary_repairs_never_panic(
+        ps in prop::collection::vec((0u32..4, 0u32..80, 0u16..80, 0u16..40, any::<bool>()), 1..60)
+    ) {
+        let (_, mut r) = pair();
+        for (i, (object, first, count, index, data)) in ps.into_iter().enumerate() {
+            let now = Instant::from_millis(20 + i as u64);
+            let pn = (i % 250) as u8;
+            let mut d = if data {
+                // A KEEP DATA chunk of object 1 at chunk `first`.
+                let mut d = vec![1, 0x43, 0, 0, 0, 5, 0, 0, 0, 0, 2, pn];
+                d.extend_from_slice(&1u32.to_be_bytes());
+                d.extend_from_slice(&(u64::from(first % 70) * 1448).to_be_bytes());
+                let len = if first % 70 == 69 { 100_000 - 69 * 1448 } else { 1448 };
+                d.extend(std::iter::repeat_n(7u8, len));
+                d
+            } else {
+                repair(pn, object, first, count, index, 1448)
+            };
+            let _ = r.handle_datagram(now, &mut d);
+            while let Some(c) = r.poll_rebuilt() {
+                prop_assert!(c.offset + c.bytes.len() as u64 <= 100_000);
+            }
+            prop_assert!(r.coding_bytes() <= spate_proto::coding::KEEP_BUDGET);
+        }
+    }
+}

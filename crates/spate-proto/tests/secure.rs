@@ -216,6 +216,12 @@ fn run(setup: &Setup, middle: &mut Middle<'_>) -> Run {
                     Ok(None) => {}
                     Err(_) => dropped.0 += 1,
                 }
+                // §6.9: chunks rebuilt from repair symbols are written like DATA.
+                while let Some(c) = r.inner_mut().poll_rebuilt() {
+                    let f = &mut files[c.object as usize - 1];
+                    let at = c.offset as usize;
+                    f[at..at + c.bytes.len()].copy_from_slice(&c.bytes);
+                }
                 continue;
             }
         }

@@ -215,6 +215,9 @@ impl Engine<'_> {
             let Some(t) = s.poll_transmit(now, &mut self.buf, &mut f.source) else {
                 break;
             };
+            if f.last_new_at.is_none() && f.spec.bytes > 0 && s.stats().new_bytes_sent >= f.size {
+                f.last_new_at = Some(now);
+            }
             let rate = s.pacing_rate();
             self.rec.on_sent(i, now, rate);
             self.rec.on_mode(i, now, s.rate_mode());
@@ -350,6 +353,10 @@ impl Engine<'_> {
                     f.sink.accept(c.object, c.offset, payload);
                     self.rec.on_delivered(i, now, payload.len() as u64);
                 }
+                while let Some(c) = r.poll_rebuilt() {
+                    f.sink.accept(c.object, c.offset, &c.bytes);
+                    self.rec.on_delivered(i, now, c.bytes.len() as u64);
+                }
             }
         }
     }
@@ -464,6 +471,12 @@ fn base_report(
         delay_mode_s: None,
         competitive_mode_s: None,
         feedback_kib_per_gib: round(kib_per_gib(feedback, delivered), 2),
+        fec: None,
+        repair_packets: 0,
+        overshoot: 0.0,
+        recovered_by_repair: 0,
+        useless_repairs: 0,
+        tail_round_trips: None,
         error: None,
     }
 }
@@ -492,8 +505,33 @@ fn flow_report(f: &Flow, end: Instant) -> FlowReport {
         || f.sender.as_ref().is_some_and(|s| {
             f.sink.digest == f.source.expected_digest(1, f.size, s.chunk_payload())
         });
+    let coding = f
+        .sender
+        .as_ref()
+        .map(|s| *s.coding_stats())
+        .unwrap_or_default();
+    let rx_coding = f
+        .receiver
+        .as_ref()
+        .map(|r| r.coding_stats())
+        .unwrap_or_default();
+    // Round trips after the last new byte left, beyond the one-way trip it needed anyway.
+    let min_rtt = f.sender.as_ref().map(|s| s.rtt().min().as_secs_f64());
+    let tail_round_trips = match (f.last_new_at, f.completed_at, min_rtt) {
+        (Some(sent), Some(done), Some(rtt)) if rtt > 0.0 && base.complete => {
+            let tail = done.saturating_since(sent).as_secs_f64();
+            Some(round(((tail - rtt / 2.0) / rtt).max(0.0), 2))
+        }
+        _ => None,
+    };
     FlowReport {
         verified: f.sink.mismatches == 0 && digest_ok && f.error.is_none(),
+        fec: Some(f.spec.fec.name()),
+        repair_packets: coding.repair_packets,
+        overshoot: overhead(tx.retransmitted_bytes + coding.repair_bytes, offered),
+        recovered_by_repair: rx_coding.rebuilt_chunks,
+        useless_repairs: rx_coding.useless_symbols,
+        tail_round_trips,
         data_packets_sent: tx.data_packets_sent,
         retransmitted_packets: tx.retransmitted_packets,
         retransmission_overhead: overhead(tx.retransmitted_bytes, offered),

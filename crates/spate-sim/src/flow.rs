@@ -82,6 +82,8 @@ pub(crate) struct Flow {
     pub source: PatternSource,
     pub sink: Sink,
     pub completed_at: Option<Instant>,
+    /// When the sender sent the last byte of new data (the start of the tail).
+    pub last_new_at: Option<Instant>,
     pub error: Option<String>,
     pub finished: bool,
 }
@@ -111,6 +113,7 @@ impl Flow {
                 scratch: Vec::new(),
             },
             completed_at: None,
+            last_new_at: None,
             error: None,
             finished: false,
         }
@@ -126,6 +129,7 @@ impl Flow {
         // Simulated paths may go silent for long outages right at the start; the simulated
         // sender waits as long for the first answer as for any other.
         cfg.handshake_timeout = cfg.idle_timeout;
+        cfg.fec = self.spec.fec;
         match Sender::new(cfg, self.session, &manifest, now) {
             Ok(s) => self.sender = Some(s),
             Err(e) => {

@@ -75,6 +75,27 @@ pub struct FlowReport {
     /// Seconds a Spate flow's rate controller spent competing with buffer-filling traffic.
     #[serde(default)]
     pub competitive_mode_s: Option<f64>,
+    /// Coding setting of a Spate flow (`auto`, `off` or the repair rate; null for others).
+    #[serde(default)]
+    pub fec: Option<String>,
+    /// REPAIR packets sent (spec §6.9).
+    #[serde(default)]
+    pub repair_packets: u64,
+    /// (Retransmitted + repair symbol bytes) / bytes offered: what the transfer sent beyond
+    /// each byte once.
+    #[serde(default)]
+    pub overshoot: f64,
+    /// Chunks the receiver rebuilt from repair symbols instead of waiting for a retransmission.
+    #[serde(default)]
+    pub recovered_by_repair: u64,
+    /// Repair symbols that arrived for a block already held or rebuilt.
+    #[serde(default)]
+    pub useless_repairs: u64,
+    /// Round trips between the last new byte leaving the sender and the receiver holding
+    /// everything, beyond the half round trip that byte needed: (tail − RTT/2) / RTT, with
+    /// the sender's minimum RTT.
+    #[serde(default)]
+    pub tail_round_trips: Option<f64>,
     /// Why the flow failed, if it did.
     pub error: Option<String>,
 }
@@ -307,6 +328,20 @@ impl Report {
                 f.spurious_retransmissions,
                 f.feedback_kib_per_gib,
             );
+            if f.repair_packets > 0 || f.recovered_by_repair > 0 {
+                s += &format!(
+                    "      coding (fec {}): {} repair packets, {} chunks rebuilt, {} useless; \
+                     overshoot {:.2} %\n",
+                    f.fec.as_deref().unwrap_or("-"),
+                    f.repair_packets,
+                    f.recovered_by_repair,
+                    f.useless_repairs,
+                    f.overshoot * 100.0,
+                );
+            }
+            if let Some(t) = f.tail_round_trips {
+                s += &format!("      tail: {t:.2} round trips after the last new byte left\n");
+            }
             s += &flow_notes(
                 f.window_goodput_mbps,
                 f.share,

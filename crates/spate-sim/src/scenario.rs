@@ -10,6 +10,7 @@ use core::time::Duration;
 use serde::Deserialize;
 use spate_netmodel::{bps, PathSpec, Phase, Schedule, TomlText, MAX_RATE_MBPS};
 use spate_proto::cc::{Policy, RateConfig};
+use spate_proto::coding::Fec;
 use toml::Spanned;
 
 /// A parsed, validated scenario.
@@ -41,6 +42,8 @@ pub struct FlowSpec {
     pub rate: RateConfig,
     /// Which program moves the data.
     pub protocol: Protocol,
+    /// Coding (Spate flows, spec §6.9): `auto` (the default), `off`, or a fixed repair rate.
+    pub fec: Fec,
 }
 
 /// The program that moves a flow's data. The simulator runs Spate's core and its model of
@@ -127,6 +130,15 @@ struct RawFlow {
     queue_target_bytes: Option<Spanned<i64>>,
     protocol: Option<Spanned<String>>,
     compete: Option<Spanned<bool>>,
+    fec: Option<Spanned<FecValue>>,
+}
+
+/// `fec = "auto"`, `"off"`, `"2%"`, or a number (`0.02`).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum FecValue {
+    Name(String),
+    Rate(f64),
 }
 
 /// Largest simulated duration accepted (one day).
@@ -321,8 +333,19 @@ impl FlowSpecs for TomlText<'_> {
                 )
             })?,
         };
+        let fec = match &f.fec {
+            None => Fec::Auto,
+            Some(v) => {
+                let text = match v.get_ref() {
+                    FecValue::Name(n) => n.clone(),
+                    FecValue::Rate(r) => r.to_string(),
+                };
+                Fec::parse(&text).map_err(|e| self.err(v, "fec", e))?
+            }
+        };
         Ok(FlowSpec {
             protocol,
+            fec,
             start: Duration::from_secs_f64(start),
             bytes,
             rate: RateConfig {

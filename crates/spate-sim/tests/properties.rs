@@ -104,6 +104,7 @@ fn scenario(c: &Case) -> Scenario {
             .iter()
             .enumerate()
             .map(|(i, &s)| FlowSpec {
+                fec: spate_proto::coding::Fec::Auto,
                 start: Duration::from_millis(i as u64 * 137),
                 bytes: s.max(1),
                 rate: RateConfig::fixed(rate),

@@ -29,18 +29,22 @@ fn scenario(name: &str, phase: &str) -> Scenario {
 #[test]
 fn results_table() {
     let mut table = String::from(
-        "| scenario | done s | goodput Mbit/s | retrans % | spurious | lost | feedback KiB/GiB | q p95 ms | verified |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| scenario | done s | goodput Mbit/s | retrans % | spurious | lost | repair | rebuilt | overshoot % | tail RTTs | feedback KiB/GiB | q p95 ms | verified |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (name, phase) in SCENARIOS {
         let r = run(&scenario(name, phase), &mut |_| {}).unwrap().report;
         let f = &r.flows[0];
         table += &format!(
-            "| {name} | {} | {:.2} | {:.2} | {} | {} | {:.0} | {} | {} |\n",
+            "| {name} | {} | {:.2} | {:.2} | {} | {} | {} | {} | {:.2} | {} | {:.0} | {} | {} |\n",
             f.completion_s.map_or("-".into(), |c| format!("{c:.3}")),
             f.goodput_mbps,
             f.retransmission_overhead * 100.0,
             f.spurious_retransmissions,
             f.lost_packets,
+            f.repair_packets,
+            f.recovered_by_repair,
+            f.overshoot * 100.0,
+            f.tail_round_trips.map_or("-".into(), |t| format!("{t:.2}")),
             f.feedback_kib_per_gib,
             r.phases[0].queue_delay_ms.p95,
             f.verified,

@@ -94,6 +94,7 @@ pub fn run(cfg: &DemoConfig) -> Result<DemoReport> {
         &plan,
         &SendConfig {
             resume: false,
+            fec: spate_proto::coding::Fec::Auto,
             server: relay.addr(),
             rate: cfg.rate,
             connect_timeout: Duration::from_secs(10),

@@ -145,7 +145,7 @@ pub fn push_once(
     peer_key: &str,
     token: &str,
     port_range: Option<(u16, u16)>,
-    rate: spate_proto::RateConfig,
+    (rate, fec): (spate_proto::RateConfig, spate_proto::coding::Fec),
 ) -> Result<()> {
     let decode = |what: &str, v: &str, n: usize| -> Result<Vec<u8>> {
         URL_SAFE_NO_PAD
@@ -186,6 +186,7 @@ pub fn push_once(
         connect_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(60),
         resume,
+        fec,
         security: Security {
             identity: Identity::generate()?.private,
             server_key,

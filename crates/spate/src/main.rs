@@ -403,6 +403,17 @@ struct RateArgs {
     /// traffic; see docs/design.md, "Sharing with TCP".
     #[arg(long)]
     compete: bool,
+    /// Coding: repair packets that rebuild lost packets at the receiver without a round
+    /// trip. auto (the default) codes the last round trips of a transfer, with redundancy
+    /// following the loss the path shows (none on a loss-free path); off sends none; a rate
+    /// (2% or 0.02, at most 25%) codes everything with that redundancy. Lost packets still
+    /// count as losses for rate control.
+    #[arg(long, value_name = "auto|off|RATE", default_value = "auto", value_parser = parse_fec)]
+    fec: spate_proto::coding::Fec,
+}
+
+fn parse_fec(s: &str) -> Result<spate_proto::coding::Fec, String> {
+    spate_proto::coding::Fec::parse(s)
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -582,7 +593,7 @@ fn run(cli: Cli) -> Result<()> {
                 &peer_key,
                 &token,
                 port_range,
-                rate.config()?,
+                (rate.config()?, rate.fec),
             )
         }
         Command::Completions { shell } => {
@@ -1008,6 +1019,7 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         connect_timeout,
         idle_timeout: Duration::from_secs_f64(a.idle_timeout.clamp(1.0, 86_400.0)),
         resume: a.resume,
+        fec: a.rate.fec,
         security,
     };
     let result = send(&plan, &cfg, |s| {

@@ -27,6 +27,13 @@ pub struct Report {
     pub retransmission_overhead: f64,
     /// Packets declared lost that had arrived after all.
     pub spurious_retransmissions: u64,
+    /// REPAIR packets sent (coding, `--fec`): each can rebuild any one lost packet of its
+    /// block at the receiver without a round trip.
+    pub repair_packets: u64,
+    /// Coded blocks the receiver reported rebuilt from them.
+    pub rebuilt_blocks: u64,
+    /// (Retransmitted + repair bytes) / file bytes sent: what went beyond each byte once.
+    pub overshoot: f64,
     /// Smoothed RTT at the end, ms.
     pub srtt_ms: f64,
     /// Smallest RTT seen, ms.
@@ -70,6 +77,10 @@ impl Report {
             retransmission_overhead: s.retransmitted_packets as f64
                 / s.data_packets_sent.max(1) as f64,
             spurious_retransmissions: s.spurious_losses,
+            repair_packets: r.coding.repair_packets,
+            rebuilt_blocks: r.coding.rebuilt_blocks,
+            overshoot: (s.retransmitted_bytes + r.coding.repair_bytes) as f64
+                / s.new_bytes_sent.max(1) as f64,
             srtt_ms: r.srtt.as_secs_f64() * 1e3,
             min_rtt_ms: r.min_rtt.as_secs_f64() * 1e3,
             first_data_s: r.first_data_s,

@@ -43,6 +43,8 @@ pub struct SendConfig {
     /// Ask the receiver what it already holds from an interrupted transfer and send only the
     /// rest (spec §8.3).
     pub resume: bool,
+    /// Coding (spec §6.9): repair symbols for the tail (`auto`), a fixed rate, or none.
+    pub fec: spate_proto::coding::Fec,
     /// Keys and cipher (spec §9).
     pub security: Security,
 }
@@ -95,6 +97,8 @@ pub struct SendResult {
     pub seconds: f64,
     /// Final sender statistics.
     pub stats: spate_proto::SenderStats,
+    /// Coding statistics (spec §6.9).
+    pub coding: spate_proto::coding::CodingStats,
     /// Smoothed RTT at the end.
     pub srtt: Duration,
     /// Minimum RTT seen.
@@ -172,6 +176,7 @@ pub fn send_on(
         .iter()
         .all(|e| e.kind != spate_proto::EntryKind::File || e.digest.is_some());
     scfg.resume = cfg.resume;
+    scfg.fec = cfg.fec;
     scfg.handshake_timeout = cfg.connect_timeout;
     scfg.idle_timeout = cfg.idle_timeout;
     let datagram = usize::from(scfg.max_datagram);
@@ -280,6 +285,7 @@ pub fn send_on(
     Ok(SendResult {
         seconds: clock.now().as_secs_f64(),
         stats: *inner.stats(),
+        coding: *inner.coding_stats(),
         srtt: inner.rtt().smoothed(),
         min_rtt: inner.rtt().min(),
         first_data_s: first_data.map(|t| {

@@ -89,6 +89,7 @@ fn config(addr: SocketAddr) -> SendConfig {
         connect_timeout: Duration::from_secs(5),
         idle_timeout: Duration::from_secs(20),
         resume: false,
+        fec: spate_proto::coding::Fec::Auto,
         security: Security {
             identity: keys().2,
             server_key: keys().1 .0,
@@ -396,6 +397,7 @@ fn a_full_disk_fails_the_transfer_with_a_clear_message_and_leaves_nothing_behind
     plan.compute_digests(|_| {}).unwrap();
     let cfg = SendConfig {
         resume: true,
+        fec: spate_proto::coding::Fec::Auto,
         ..config(s.addr)
     };
     let e = send(&plan, &cfg, |_| {}).unwrap_err().to_string();

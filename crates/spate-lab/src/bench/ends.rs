@@ -92,6 +92,9 @@ enum End {
         /// Compete with buffer-filling TCP (fair and high).
         #[arg(long)]
         compete: bool,
+        /// Coding (spec §6.9): auto, off, or a repair rate.
+        #[arg(long, default_value = "auto", value_parser = spate_proto::coding::Fec::parse)]
+        fec: spate_proto::coding::Fec,
         /// Print `{"delivered": BYTES}` once a second (the emulator stops the sender at the end
         /// of a run and keeps its last count).
         #[arg(long)]
@@ -121,6 +124,7 @@ pub fn run(a: EndArgs) -> Result<()> {
             max_rate,
             min_rate,
             compete,
+            fec,
             progress,
         } => {
             let rate = match fixed {
@@ -137,7 +141,7 @@ pub fn run(a: EndArgs) -> Result<()> {
                     }
                 }
             };
-            spate_send(to, &keys, &cipher, mem, file, rate, progress)?
+            spate_send(to, &keys, &cipher, mem, file, (rate, fec), progress)?
         }
     };
     let mut out = json!({ "bytes": bytes, "seconds": seconds, "cpu_s": cpu_seconds() });
@@ -300,7 +304,7 @@ fn spate_send(
     cipher: &str,
     mem: Option<u64>,
     file: Option<PathBuf>,
-    rate: RateConfig,
+    (rate, fec): (RateConfig, spate_proto::coding::Fec),
     progress: bool,
 ) -> Result<Moved> {
     let (start, mut last, mut last_mode) = (Instant::now(), Instant::now(), None);
@@ -336,6 +340,7 @@ fn spate_send(
         connect_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(20),
         resume: false,
+        fec,
         security,
     };
     let r = match (mem, file) {

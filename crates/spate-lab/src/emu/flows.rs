@@ -237,6 +237,8 @@ pub fn start_sender(bed: &Bed, i: usize, f: &FlowSpec, t: &Tools, secs: f64) -> 
                 s("--mem"),
                 bytes.to_string(),
                 s("--progress"),
+                s("--fec"),
+                f.fec.name(),
             ];
             if f.rate.policy == Policy::Fixed {
                 a.extend([s("--fixed"), f.rate.rate_bps.to_string()]);

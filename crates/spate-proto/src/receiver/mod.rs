@@ -13,7 +13,9 @@
 //! | `resume.rs` | telling a resuming sender what is already here (HAVE) |
 //! | `validate.rs` | what may be sent before the sender's address is validated (§4.8) |
 //! | `flow.rs` | the Write Limit: how much the application can still take (§7.4) |
+//! | `coding.rs` | copies of KEEP chunks, REPAIR, rebuilt chunks (§6.9) |
 
+mod coding;
 mod flow;
 mod report;
 mod resume;
@@ -125,6 +127,7 @@ pub struct Receiver {
     resume: resume::Resume,
     validation: validate::Validation,
     flow: flow::Flow,
+    coding: coding::Coding,
 
     events: VecDeque<ReceiverEvent>,
     stats: ReceiverStats,
@@ -234,6 +237,7 @@ impl Receiver {
             validation: validate::Validation::default(),
             events: VecDeque::new(),
             flow: flow::Flow::default(),
+            coding: coding::Coding::default(),
             stats: ReceiverStats::default(),
             cfg,
         };
@@ -387,6 +391,7 @@ impl Receiver {
                 Ok(None)
             }
             Packet::Data(d) => self.on_data(now, h.pn, len, &d),
+            Packet::Repair(r) => self.on_repair(now, h.pn, len, &r),
             Packet::Close(c) => {
                 if self.phase == Phase::Draining && c.code == CloseCode::Done {
                     self.phase = Phase::Ended;
@@ -443,12 +448,9 @@ impl Receiver {
         if !self.on_packet(now, pn, d.flags.probe) {
             return Ok(None);
         }
+        self.keep_copy(d);
         let o = d.object as usize;
-        // A streamed file's trailer (§5.1) is object bytes but not file bytes: counted apart.
-        let content = self.content_len(o);
-        let trailer_new = self.received[o].insert(d.offset.max(content)..end);
-        let content_new = self.received[o].insert(d.offset..end.min(content));
-        let new = trailer_new + content_new;
+        let (new, content_new) = self.mark_received(o, d.offset..end);
         if new == 0 {
             if d.flags.retransmission {
                 self.stats.spurious_retransmissions += 1;
@@ -545,6 +547,15 @@ impl Receiver {
             Ok(m) => Ok(m),
             Err(e) => refused(&format!("manifest rejected: {e}")),
         }
+    }
+
+    /// Record bytes `range` of object `o` as held: (bytes new to this receiver, of which file
+    /// content). A streamed file's trailer (§5.1) is object bytes but not file bytes.
+    fn mark_received(&mut self, o: usize, range: Range<u64>) -> (u64, u64) {
+        let content = self.content_len(o);
+        let trailer_new = self.received[o].insert(range.start.max(content)..range.end);
+        let content_new = self.received[o].insert(range.start..range.end.min(content));
+        (trailer_new + content_new, content_new)
     }
 
     /// Bytes of object `o` that are file content: all of it, but for a streamed file's

@@ -16,7 +16,8 @@ use crate::event::{ReceiverEvent, SessionError};
 use crate::sender::Transmit;
 use crate::time::Instant;
 use crate::wire::{
-    Accept, Close, CloseCode, FeedbackFlags, FeedbackRepr, Header, PacketType, ACCEPT_RESUME,
+    Accept, Close, CloseCode, FeedbackFlags, FeedbackRepr, Header, PacketType, ACCEPT_CODING,
+    ACCEPT_RESUME,
 };
 
 /// How many consecutive reports repeat each received range. 8: with independent loss, losing
@@ -145,6 +146,10 @@ impl Receiver {
             0
         } else {
             ACCEPT_RESUME
+        } | if self.coding_accepted() {
+            ACCEPT_CODING
+        } else {
+            0
         };
         let h = self.header(PacketType::Accept, flags)?;
         let mut w = Writer::new(buf);
@@ -186,6 +191,7 @@ impl Receiver {
             return None;
         }
         let (first_missing_object, first_missing_offset) = self.advance_watermark();
+        self.forget_held_copies();
         let repr = FeedbackRepr {
             flags: FeedbackFlags {
                 // §6.8: COMPLETE means held and, with VERIFY, confirmed.
@@ -198,6 +204,7 @@ impl Receiver {
             first_missing_object,
             first_missing_offset,
             write_limit: self.take_write_limit(),
+            rebuilt: self.take_rebuilt(),
         };
         let floor = self.report_floor();
         let h = self.header(PacketType::Feedback, repr.flags.bits())?;

@@ -47,6 +47,13 @@ pub enum SentKind {
     },
     /// HELLO or PING: elicits feedback, carries no object bytes.
     Control,
+    /// A REPAIR symbol of the coded block starting at chunk `first` of `object` (§6.9).
+    Repair {
+        /// The block's object.
+        object: u32,
+        /// The block's first chunk.
+        first: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

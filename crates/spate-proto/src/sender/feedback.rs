@@ -16,7 +16,7 @@ use crate::cc::{RateControl, RateSample};
 use crate::event::{DropReason, SenderEvent};
 use crate::recovery::{AckOutcome, SentKind};
 use crate::time::Instant;
-use crate::wire::{Accept, Feedback, FeedbackFlags, WireError, ACCEPT_RESUME};
+use crate::wire::{Accept, Feedback, FeedbackFlags, WireError, ACCEPT_CODING, ACCEPT_RESUME};
 
 impl Sender {
     pub(super) fn on_accept(&mut self, now: Instant, flags: u8, a: Accept) {
@@ -28,6 +28,11 @@ impl Sender {
         self.token = a.token;
         self.token_ping_due = true;
         self.datagram = self.datagram.min(usize::from(a.max_datagram));
+        // §6.9: REPAIR only to a receiver that takes it, and with symbols the code can make
+        // (an even chunk size).
+        self.coder.active = flags & ACCEPT_CODING != 0
+            && self.coder.fec != crate::coding::Fec::Off
+            && self.chunk_payload() % 2 == 0;
         self.phase = Phase::Transfer;
         self.last_feedback_at = now;
         if self.hellos_sent == 1 {
@@ -131,6 +136,7 @@ impl Sender {
                     packet
                 }
             };
+            self.on_coded_ack(packet.kind);
             let SentKind::Data { chunk, .. } = packet.kind else {
                 continue;
             };
@@ -150,7 +156,20 @@ impl Sender {
         if let Some((object, r)) = run {
             self.mark_delivered(object, r);
         }
+        let newest = outcomes
+            .iter()
+            .map(|o| match *o {
+                AckOutcome::Acked { packet, .. } | AckOutcome::Spurious { packet, .. } => {
+                    packet.sent_at
+                }
+            })
+            .max();
+        if let Some(t) = newest {
+            self.coder.on_acked(t, outcomes.len() as u64);
+        }
         self.scratch = outcomes;
+        // §6.9: blocks the receiver rebuilt are held, every byte.
+        self.on_rebuilt(f.repr.rebuilt.iter());
 
         self.apply_watermark(wm_obj, wm_off);
         if flags.complete {

@@ -23,8 +23,10 @@
 //! | `request.rs` | asking for reports sooner than the Feedback Interval on short paths |
 //! | `resume.rs` | waiting for HAVE and skipping what the receiver holds |
 //! | `buffer.rs` | the object bytes in flight, from the source until acknowledged |
+//! | `coding.rs` | coded blocks and their repair symbols (§6.9) |
 
 mod buffer;
+mod coding;
 mod feedback;
 mod request;
 mod resume;
@@ -196,6 +198,8 @@ pub struct Sender {
     cursor: (u32, u64),
     /// End of the last non-empty object: new data remains while `cursor < data_end`.
     data_end: (u32, u64),
+    /// Bytes of objects 1..=N (what the session sends once, trailers included).
+    data_bytes: u64,
 
     rtt: RttEstimator,
     reorder: ReorderWindow,
@@ -240,6 +244,8 @@ pub struct Sender {
     holdup_at: Instant,
     /// Since when the Write Limit has held new data back without a break (§7.4).
     write_blocked_since: Option<Instant>,
+    /// Coding (§6.9): the plan, open and outstanding blocks, symbols to send.
+    coder: crate::coding::Coder,
     /// The ACCEPT's token, echoed in every PING (spec §4.8).
     token: u64,
     /// A PING that proves our address is due (after ACCEPT, or a report without VALIDATED).
@@ -289,6 +295,7 @@ impl Sender {
             buffer: buffer::SendBuffer::new(cfg.send_buffer),
             cursor: (0, 0),
             data_end: (0, 0),
+            data_bytes: 0,
             rtt: RttEstimator::new(cfg.initial_rtt),
             reorder: ReorderWindow::new(),
             pacer: Pacer::new(),
@@ -318,11 +325,13 @@ impl Sender {
             held_by: None,
             holdup_at: now,
             write_blocked_since: None,
+            coder: crate::coding::Coder::new(cfg.fec),
             token: 0,
             token_ping_due: false,
             token_ping_at: None,
             cfg,
         };
+        s.data_bytes = s.sizes[1..].iter().sum();
         s.prefix_len = s.hello_prefix_len();
         s.cursor = (0, s.prefix_len as u64);
         if let Some(last) = s.sizes.iter().rposition(|&n| n > 0).filter(|&i| i > 0) {
@@ -334,6 +343,11 @@ impl Sender {
     /// The session id.
     pub fn session_id(&self) -> u32 {
         self.session
+    }
+
+    /// Counters of coding (§6.9).
+    pub fn coding_stats(&self) -> &crate::coding::CodingStats {
+        &self.coder.stats
     }
 
     /// Counters.
@@ -480,6 +494,7 @@ impl Sender {
             Packet::Hello(_) => Err(DropReason::Unexpected("HELLO")),
             Packet::Data(_) => Err(DropReason::Unexpected("DATA")),
             Packet::Ping(_) => Err(DropReason::Unexpected("PING")),
+            Packet::Repair(_) => Err(DropReason::Unexpected("REPAIR")),
         }
     }
 
@@ -719,12 +734,20 @@ impl Sender {
         let window = self.reorder.window(now, self.rtt.min());
         let mut lost = std::mem::take(&mut self.lost_scratch);
         lost.clear();
-        self.loss_timer = self
-            .ledger
-            .detect_lost(now, rtt, window, |_, p| lost.push(p));
+        let coder = &mut self.coder;
+        self.loss_timer = self.ledger.detect_lost(now, rtt, window, |pn, p| {
+            // Runs of consecutive packet numbers: the burstiness the coding plan sizes for.
+            coder.on_lost(pn);
+            lost.push(p);
+        });
+        self.coder
+            .on_judged_before(now.saturating_sub(rtt + window));
         self.stats.lost_packets += lost.len() as u64;
         for p in &lost {
             self.lost_unreported += u64::from(p.bytes);
+            if self.on_coded_loss(p.kind) {
+                continue;
+            }
             if let SentKind::Data { chunk, .. } = p.kind {
                 if !self.delivered[chunk.object as usize].contains_range(chunk.offset..chunk.end())
                 {
@@ -733,5 +756,8 @@ impl Sender {
             }
         }
         self.lost_scratch = lost;
+        // A report or the loss timer: either may have changed what a coded block lacks.
+        self.forget_held_blocks();
+        self.top_up_blocks();
     }
 }

@@ -8,7 +8,8 @@
 //! 4. a probe, when the probe timer fired: the oldest chunk still in flight, flagged PROBE, or a
 //!    PING if nothing is in flight (or that chunk's bytes were delivered by another packet);
 //! 5. subject to pacing and the in-flight bound, and not while the path is silent:
-//!    retransmissions of lost chunks, oldest loss first; then new data in object order. File
+//!    retransmissions of lost chunks, oldest loss first; then repair symbols of coded blocks
+//!    (`coding.rs`); then new data in object order. File
 //!    data waits until the manifest (object 0) is fully acknowledged and, when resuming, until
 //!    the receiver's HAVE arrived; chunks the receiver holds entirely are skipped. New file
 //!    data also stays within the receiver's Write Limit (§7.4) and the source's pace.
@@ -26,8 +27,8 @@ use crate::event::SessionError;
 use crate::recovery::{Chunk, SentKind};
 use crate::time::Instant;
 use crate::wire::{
-    Close, CloseCode, Data, DataFlags, Header, Hello, PacketType, Ping, DATA_OVERHEAD, HEADER_LEN,
-    HELLO_RESUME, HELLO_VERIFY, IP_UDP_OVERHEAD,
+    Close, CloseCode, Data, DataFlags, Header, Hello, PacketType, Ping, Repair, DATA_OVERHEAD,
+    HEADER_LEN, HELLO_RESUME, HELLO_VERIFY, IP_UDP_OVERHEAD,
 };
 
 impl Sender {
@@ -224,7 +225,7 @@ impl Sender {
             .oldest_in_flight()
             .and_then(|(_, p)| match p.kind {
                 SentKind::Data { chunk, .. } => Some(chunk),
-                SentKind::Control => None,
+                SentKind::Control | SentKind::Repair { .. } => None,
             })
             // A packet still counted in flight whose bytes arrived in another (a
             // retransmission) needs no repeat, and its bytes may have left the send buffer:
@@ -235,6 +236,7 @@ impl Sender {
                 let flags = DataFlags {
                     retransmission: true,
                     probe: true,
+                    keep: self.in_coded_block(c),
                 };
                 self.write_data(now, buf, c, flags)
             }
@@ -270,18 +272,34 @@ impl Sender {
             && self.ledger.in_flight_bytes() < cap
             && buf.len() - len >= self.datagram
         {
-            let Some((chunk, retransmission)) = self.next_chunk() else {
-                break;
-            };
-            let flags = DataFlags {
-                retransmission,
-                probe: self.request_report(now),
-            };
-            let Some(n) = self.write_data(now, &mut buf[len..], chunk, flags) else {
-                if retransmission {
-                    self.retransmit.push_front(chunk);
+            let n = if self.retransmit.is_empty() && !self.coder.pending.is_empty() {
+                // §6.9: a block's repair symbols follow its last chunk, before new data.
+                match self.write_repair(now, &mut buf[len..]) {
+                    Some(0) => continue,
+                    Some(n) => n,
+                    None => break,
                 }
-                break;
+            } else {
+                let Some((chunk, retransmission)) = self.next_chunk() else {
+                    break;
+                };
+                let keep = if retransmission {
+                    self.in_coded_block(chunk)
+                } else {
+                    self.code_chunk(now, chunk)
+                };
+                let flags = DataFlags {
+                    retransmission,
+                    probe: self.request_report(now),
+                    keep,
+                };
+                let Some(n) = self.write_data(now, &mut buf[len..], chunk, flags) else {
+                    if retransmission {
+                        self.retransmit.push_front(chunk);
+                    }
+                    break;
+                };
+                n
             };
             if segment == 0 {
                 segment = n;
@@ -294,6 +312,7 @@ impl Sender {
                 break;
             }
         }
+        self.close_idle_block(now);
         let held = self.silent || self.ledger.in_flight_bytes() >= cap || self.buffer.full();
         if self.pacer.may_send(now) && held {
             self.path_held = true;
@@ -388,11 +407,46 @@ impl Sender {
         Some(total)
     }
 
+    /// A REPAIR packet with the next pending symbol (§4.9), as long as a full DATA packet.
+    fn write_repair(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let total = DATA_OVERHEAD + self.chunk_payload() as usize + self.cfg.overhead.tag;
+        if buf.len() < total {
+            return None;
+        }
+        let p = self.coder.pending.pop_front()?;
+        let Some(block) = self.coder.blocks.get(&(p.object, p.first)) else {
+            // Its block is held by now: nothing to send (the caller's loop asks again).
+            return Some(0);
+        };
+        let count = block.count;
+        let pn = self.take_pn()?;
+        let mut w = Writer::new(buf);
+        self.header(PacketType::Repair, 0, pn).encode(&mut w).ok()?;
+        Repair::encode_fields(p.object, p.first, count, p.index, &mut w).ok()?;
+        let symbol = self
+            .coder
+            .blocks
+            .get(&(p.object, p.first))?
+            .symbols
+            .get(p.index as usize)?;
+        w.put(symbol).ok()?;
+        let len = w.len();
+        let len = self.tag_room(buf, len)?;
+        self.coder.stats.repair_packets += 1;
+        self.coder.stats.repair_bytes += self.chunk_payload();
+        let kind = SentKind::Repair {
+            object: p.object,
+            first: p.first,
+        };
+        self.record(now, pn, len, kind);
+        Some(len)
+    }
+
     /// Something could be sent now if pacing and the in-flight bound allow: a
     /// retransmission, manifest bytes, or new data the source has handed over (a starved
     /// session waits for its driver, not for a timer).
     pub(super) fn has_data_to_send(&self) -> bool {
-        if !self.retransmit.is_empty() {
+        if !self.retransmit.is_empty() || !self.coder.pending.is_empty() {
             return true;
         }
         if self.cursor.0 == 0 && self.cursor.1 < self.sizes[0] {

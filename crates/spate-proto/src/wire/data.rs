@@ -8,6 +8,7 @@
 //! DATA flags (header bits 4–7):
 //!   0x1 RETRANSMISSION   the payload was sent before in another packet
 //!   0x2 PROBE            the receiver should send FEEDBACK at once
+//!   0x4 KEEP             the chunk belongs to a coded block: keep a copy (§6.9)
 //! PING body:
 //!   Token (64)        the Token of the receiver's ACCEPT
 //!   Padding (..)      ignored
@@ -35,11 +36,15 @@ pub struct DataFlags {
     pub retransmission: bool,
     /// Ask for immediate feedback.
     pub probe: bool,
+    /// The chunk belongs to a block REPAIR packets will code: a receiver that accepted
+    /// coding keeps a copy until the block is held (spec §6.9).
+    pub keep: bool,
 }
 
 impl DataFlags {
     const RETRANSMISSION: u8 = 0x1;
     const PROBE: u8 = 0x2;
+    const KEEP: u8 = 0x4;
 
     /// The 4-bit header flag field.
     pub fn bits(self) -> u8 {
@@ -48,6 +53,7 @@ impl DataFlags {
         } else {
             0
         }) | (if self.probe { Self::PROBE } else { 0 })
+            | (if self.keep { Self::KEEP } else { 0 })
     }
 
     /// From the 4-bit header flag field (unknown bits are ignored, spec §3.1).
@@ -55,6 +61,7 @@ impl DataFlags {
         DataFlags {
             retransmission: bits & Self::RETRANSMISSION != 0,
             probe: bits & Self::PROBE != 0,
+            keep: bits & Self::KEEP != 0,
         }
     }
 }

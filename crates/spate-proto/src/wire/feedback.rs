@@ -12,7 +12,8 @@
 //!   First Range (varint)             packets Largest − First Range ..= Largest were received
 //!   { Gap (varint), Length (varint) } × Range Count
 //!   Extensions (..)                  { Type (varint), Length (varint), Value (Length bytes) } ×
-//!                                    until the end; type 1: Write Limit (a varint)
+//!                                    until the end; type 1: Write Limit (a varint);
+//!                                    type 2: Rebuilt Blocks ({Object, First Chunk} varints)
 //! FEEDBACK flags (header bits 4–7):
 //!   0x1 COMPLETE   the receiver holds every byte of every object
 //! ```
@@ -75,18 +76,73 @@ pub struct FeedbackRepr {
     /// Extension type 1: how many data bytes the sender may have sent in this session, at
     /// most (receiver flow control, spec §4.5); `None` when the receiver sets no limit.
     pub write_limit: Option<u64>,
+    /// Extension type 2: coded blocks the receiver rebuilt recently (spec §6.9).
+    pub rebuilt: Rebuilt,
 }
 
 /// Extension type of the Write Limit (spec §4.5).
 pub const EXT_WRITE_LIMIT: u64 = 1;
 
+/// Extension type of Rebuilt Blocks (spec §4.5, §6.9).
+pub const EXT_REBUILT: u64 = 2;
+
+/// Blocks a report lists as rebuilt: (object, first chunk) pairs, at most
+/// [`Rebuilt::CAPACITY`] (a receiver lists its most recent ones; older ones are covered by the
+/// watermark or listed in earlier reports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Rebuilt {
+    len: usize,
+    blocks: [(u32, u32); Rebuilt::CAPACITY],
+}
+
+impl Rebuilt {
+    /// Most blocks one report lists (spec §6.9): 8 pairs take at most 96 bytes.
+    pub const CAPACITY: usize = 8;
+
+    /// Add a block; false (and nothing added) when full.
+    pub fn push(&mut self, object: u32, first_chunk: u32) -> bool {
+        if self.len == Self::CAPACITY {
+            return false;
+        }
+        self.blocks[self.len] = (object, first_chunk);
+        self.len += 1;
+        true
+    }
+
+    /// The listed blocks.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.blocks[..self.len].iter().copied()
+    }
+
+    /// True when no block is listed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn value_len(&self) -> usize {
+        self.iter()
+            .map(|(o, c)| {
+                crate::codec::varint_len(u64::from(o)) + crate::codec::varint_len(u64::from(c))
+            })
+            .sum()
+    }
+}
+
 impl FeedbackRepr {
     /// Bytes the extensions take after the ranges.
     fn extensions_len(&self) -> usize {
-        self.write_limit.map_or(0, |l| {
-            let n = crate::codec::varint_len(l);
-            crate::codec::varint_len(EXT_WRITE_LIMIT) + crate::codec::varint_len(n as u64) + n
-        })
+        let ext = |ty: u64, n: usize| {
+            crate::codec::varint_len(ty) + crate::codec::varint_len(n as u64) + n
+        };
+        let limit = self
+            .write_limit
+            .map_or(0, |l| ext(EXT_WRITE_LIMIT, crate::codec::varint_len(l)));
+        let rebuilt = if self.rebuilt.is_empty() {
+            0
+        } else {
+            ext(EXT_REBUILT, self.rebuilt.value_len())
+        };
+        limit + rebuilt
     }
 
     /// Write the body with as many of `ranges` as fit; returns how many were written.
@@ -145,6 +201,14 @@ impl FeedbackRepr {
             w.varint(crate::codec::varint_len(limit) as u64)?;
             w.varint(limit)?;
         }
+        if !self.rebuilt.is_empty() {
+            w.varint(EXT_REBUILT)?;
+            w.varint(self.rebuilt.value_len() as u64)?;
+            for (o, c) in self.rebuilt.iter() {
+                w.varint(u64::from(o))?;
+                w.varint(u64::from(c))?;
+            }
+        }
         Ok(count as usize + 1)
     }
 }
@@ -189,7 +253,7 @@ impl<'a> Feedback<'a> {
                 .ok_or(WireError::Invalid("range below packet number zero"))?;
         }
         let bytes = r.slice(start, r.position());
-        let write_limit = decode_extensions(r.rest());
+        let (write_limit, rebuilt) = decode_extensions(r.rest());
         let ranges = AckRanges {
             largest,
             first_range,
@@ -205,6 +269,7 @@ impl<'a> Feedback<'a> {
                 first_missing_object,
                 first_missing_offset,
                 write_limit,
+                rebuilt,
             },
             ranges,
         })
@@ -216,12 +281,13 @@ impl<'a> Feedback<'a> {
     }
 }
 
-/// The extensions after the ranges (§4.5): the Write Limit, if one is there. Unknown types are
-/// skipped; from a field that does not fit (or a Write Limit that is not one varint filling its
-/// Value) the rest is ignored, never the report.
-fn decode_extensions(bytes: &[u8]) -> Option<u64> {
+/// The extensions after the ranges (§4.5): the Write Limit and the Rebuilt Blocks, if there.
+/// Unknown types are skipped; from a field that does not fit (or a known type whose Value does
+/// not have its form) the rest is ignored, never the report.
+fn decode_extensions(bytes: &[u8]) -> (Option<u64>, Rebuilt) {
     let mut r = Reader::new(bytes);
     let mut limit = None;
+    let mut rebuilt = Rebuilt::default();
     while r.remaining() > 0 {
         let (Ok(ty), Ok(len)) = (r.varint(), r.varint()) else {
             break;
@@ -238,9 +304,29 @@ fn decode_extensions(bytes: &[u8]) -> Option<u64> {
                 Ok(l) if v.remaining() == 0 => limit = Some(l),
                 _ => break,
             }
+        } else if ty == EXT_REBUILT {
+            match decode_rebuilt(value) {
+                Some(b) => rebuilt = b,
+                None => break,
+            }
         }
     }
-    limit
+    (limit, rebuilt)
+}
+
+/// A Rebuilt Blocks Value: whole (Object, First Chunk) pairs of varints, each fitting 32 bits,
+/// at most [`Rebuilt::CAPACITY`] of them.
+fn decode_rebuilt(value: &[u8]) -> Option<Rebuilt> {
+    let mut v = Reader::new(value);
+    let mut out = Rebuilt::default();
+    while v.remaining() > 0 {
+        let object = v.varint_u32().ok()?;
+        let chunk = v.varint_u32().ok()?;
+        if !out.push(object, chunk) {
+            return None;
+        }
+    }
+    Some(out)
 }
 
 /// Validated received ranges, iterated from the highest packet numbers down.

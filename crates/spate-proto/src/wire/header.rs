@@ -44,6 +44,8 @@ pub enum PacketType {
     Feedback = 5,
     /// Either direction: the session ends.
     Close = 6,
+    /// Sender → receiver: a coded repair symbol over a block of chunks.
+    Repair = 7,
     /// Receiver → sender: bytes it already holds from an earlier session (resume).
     Have = 8,
 }
@@ -57,8 +59,9 @@ impl PacketType {
             4 => PacketType::Ping,
             5 => PacketType::Feedback,
             6 => PacketType::Close,
+            7 => PacketType::Repair,
             8 => PacketType::Have,
-            // 7 is reserved for REPAIR (coded symbols, spec §8.1); 0 and 9–15 are unassigned.
+            // 0 and 9–15 are unassigned here (9–11 are the stateless packets of spec §9).
             other => return Err(WireError::UnknownType(other)),
         })
     }

@@ -45,6 +45,10 @@ pub const HELLO_RESUME: u8 = 0x2;
 /// sender sends everything.
 pub const ACCEPT_RESUME: u8 = 0x1;
 
+/// ACCEPT flag: the receiver takes REPAIR packets and keeps the chunks of DATA flagged KEEP
+/// until their block is held (spec §4.2, §6.9). Without it the sender sends no REPAIR.
+pub const ACCEPT_CODING: u8 = 0x2;
+
 /// HELLO body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hello<'a> {

@@ -14,6 +14,7 @@
 //! | `feedback.rs` | FEEDBACK (received ranges, timestamps, watermark) |
 //! | `close.rs` | CLOSE |
 //! | `have.rs` | HAVE (bytes a resuming receiver holds) |
+//! | `repair.rs` | REPAIR (a coded symbol over a block of chunks) |
 
 mod close;
 mod data;
@@ -21,13 +22,17 @@ mod feedback;
 mod have;
 mod header;
 mod hello;
+mod repair;
 
 pub use close::{Close, CloseCode};
 pub use data::{Data, DataFlags, Ping, DATA_OVERHEAD};
-pub use feedback::{AckRanges, Feedback, FeedbackFlags, FeedbackRepr};
+pub use feedback::{AckRanges, Feedback, FeedbackFlags, FeedbackRepr, Rebuilt};
 pub use have::{Have, HaveEntry};
 pub use header::{Header, PacketType, HEADER_LEN, MAX_PACKET_NUMBER, VERSION};
-pub use hello::{Accept, Hello, ACCEPT_RESUME, CIPHER_NONE, HELLO_RESUME, HELLO_VERIFY};
+pub use hello::{
+    Accept, Hello, ACCEPT_CODING, ACCEPT_RESUME, CIPHER_NONE, HELLO_RESUME, HELLO_VERIFY,
+};
+pub use repair::{Repair, MAX_BLOCK_CHUNKS, REPAIR_FIELDS};
 
 use crate::codec::Reader;
 
@@ -80,6 +85,8 @@ pub enum Packet<'a> {
     Close(Close<'a>),
     /// Bytes a resuming receiver already holds.
     Have(Have<'a>),
+    /// A coded repair symbol.
+    Repair(Repair<'a>),
 }
 
 /// A parsed datagram: its header and its validated body.
@@ -103,6 +110,7 @@ pub fn parse(datagram: &[u8]) -> Result<Parsed<'_>, WireError> {
         PacketType::Feedback => Packet::Feedback(Feedback::decode(&mut r)?),
         PacketType::Close => Packet::Close(Close::decode(&mut r)?),
         PacketType::Have => Packet::Have(Have::decode(&mut r)?),
+        PacketType::Repair => Packet::Repair(Repair::decode(&mut r)?),
     };
     Ok(Parsed { header, packet })
 }

@@ -93,6 +93,7 @@ fn feedback_ranges_follow_rfc9000_arithmetic() {
         first_missing_object: 1,
         first_missing_offset: 0,
         write_limit: None,
+        rebuilt: Rebuilt::default(),
     };
     // Received: 90..=100, 80..=85, 10..=10. Gaps: 86..=89 (4 missing → Gap 3), 11..=79 (Gap 68).
     let ranges = [(90u64, 100u64), (80, 85), (10, 10)];
@@ -209,8 +210,8 @@ fn close_and_unknown_types() {
         (CloseCode::Refused, "no")
     );
     let mut reserved = bytes.clone();
-    reserved[1] = 0x07; // REPAIR is reserved in v1
-    assert_eq!(parse(&reserved), Err(WireError::UnknownType(7)));
+    reserved[1] = 0x0c; // unassigned
+    assert_eq!(parse(&reserved), Err(WireError::UnknownType(12)));
     reserved[0] = 2;
     assert_eq!(parse(&reserved), Err(WireError::UnsupportedVersion(2)));
 }
@@ -278,4 +279,98 @@ fn have_round_trips_and_rejects_bad_entries() {
     // Out of order entries cannot be written.
     let mut w = Writer::new(&mut buf);
     assert!(Have::encode(&[entries[2], entries[0]], &mut w).is_err());
+}
+
+/// Rebuilt Blocks (extension type 2, §6.9) ride after the Write Limit; a malformed list is
+/// ignored with the rest of the extensions, never the report.
+#[test]
+fn feedback_lists_rebuilt_blocks() {
+    let mut rebuilt = Rebuilt::default();
+    assert!(rebuilt.push(1, 0));
+    assert!(rebuilt.push(3, 70_000));
+    let repr = FeedbackRepr {
+        first_missing_object: 1,
+        write_limit: Some(5),
+        rebuilt,
+        ..FeedbackRepr::default()
+    };
+    let bytes = encode(|w| {
+        repr.encode(w, [(3u64, 9u64)].into_iter()).unwrap();
+    });
+    // ... Write Limit (type 1, 1 byte: 5), then type 2, 7 bytes: (1, 0), (3, 70000).
+    assert!(bytes.ends_with(&[
+        0x01, 0x01, 0x05, // Write Limit
+        0x02, 0x07, 0x01, 0x00, 0x03, 0x80, 0x01, 0x11, 0x70, // Rebuilt Blocks
+    ]));
+    let f = Feedback::decode(&mut crate::codec::Reader::new(&bytes)).unwrap();
+    assert_eq!(f.repr, repr);
+    let full = (0..9).fold(Rebuilt::default(), |mut r, i| {
+        r.push(1, i);
+        r
+    });
+    assert_eq!(full.iter().count(), Rebuilt::CAPACITY);
+    // A pair cut in half: the list is ignored, the report stands.
+    let mut cut = bytes[..bytes.len() - 9].to_vec();
+    cut.extend_from_slice(&[0x02, 0x01, 0x01]);
+    let f = Feedback::decode(&mut crate::codec::Reader::new(&cut)).unwrap();
+    assert!(f.repr.rebuilt.is_empty());
+    assert_eq!(f.repr.write_limit, Some(5));
+}
+
+/// REPAIR (§4.9) takes the 12 bytes DATA's Object and Offset take, and is refused when its
+/// block or index is out of range.
+#[test]
+fn repair_round_trips_and_refuses_what_the_code_cannot_mean() {
+    let mut buf = vec![0u8; 64];
+    let mut w = Writer::new(&mut buf);
+    Header {
+        ty: PacketType::Repair,
+        flags: 0,
+        session: 9,
+        pn: 5,
+    }
+    .encode(&mut w)
+    .unwrap();
+    Repair::encode_fields(2, 100, 50, 3, &mut w).unwrap();
+    w.put(&[7; 20]).unwrap();
+    let n = w.len();
+    assert_eq!(n, HEADER_LEN + REPAIR_FIELDS + 20);
+    assert_eq!(&buf[12..24], &[0, 0, 0, 2, 0, 0, 0, 100, 0, 50, 0, 3]);
+    let p = parse(&buf[..n]).unwrap();
+    assert_eq!(
+        p.packet,
+        Packet::Repair(Repair {
+            object: 2,
+            first_chunk: 100,
+            count: 50,
+            index: 3,
+            symbol: &[7; 20],
+        })
+    );
+    let bad = |fields: [u8; 12], symbol: &[u8]| {
+        let mut b = buf[..12].to_vec();
+        b.extend_from_slice(&fields);
+        b.extend_from_slice(symbol);
+        parse(&b).is_err()
+    };
+    assert!(
+        bad([0, 0, 0, 0, 0, 0, 0, 1, 0, 5, 0, 0], &[1, 2]),
+        "object 0"
+    );
+    assert!(bad([0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0], &[1, 2]), "K = 0");
+    assert!(
+        bad([0, 0, 0, 1, 0, 0, 0, 1, 0x10, 0x01, 0, 0], &[1, 2]),
+        "K = 4097"
+    );
+    // K = 16 has R = 4: index 4 is beyond it.
+    assert!(
+        bad([0, 0, 0, 1, 0, 0, 0, 1, 0, 16, 0, 4], &[1, 2]),
+        "index ≥ R(K)"
+    );
+    assert!(
+        bad([0, 0, 0, 1, 0, 0, 0, 1, 0, 16, 0, 3], &[1, 2, 3]),
+        "odd symbol"
+    );
+    assert!(bad([0, 0, 0, 1, 0, 0, 0, 1, 0, 16, 0, 3], &[]), "no symbol");
+    assert!(!bad([0, 0, 0, 1, 0, 0, 0, 1, 0, 16, 0, 3], &[1, 2]));
 }

@@ -31,6 +31,7 @@ pub(crate) fn rate_args(r: &RateArgs) -> Vec<String> {
     if r.compete {
         v.push("--compete".to_owned());
     }
+    v.extend(["--fec".to_owned(), r.fec.name()]);
     v
 }
 

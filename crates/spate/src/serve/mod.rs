@@ -350,9 +350,11 @@ impl Server {
             root: &self.ctx.root,
         };
         // A writer that is behind takes no more data now: dropped unacknowledged, the DATA
-        // is sent again, and the network thread never waits for a disk.
+        // (or REPAIR, which may rebuild chunks to write) is sent again, and the network
+        // thread never waits for a disk.
         let room = |s: &Slot, d: &[u8]| {
-            d[1] & 0x0f != PacketType::Data as u8
+            let ty = d[1] & 0x0f;
+            (ty != PacketType::Data as u8 && ty != PacketType::Repair as u8)
                 || s.app.sink.as_ref().is_none_or(|k| k.has_room(d.len()))
         };
         match self
@@ -369,6 +371,12 @@ impl Server {
                 if let Some(c) = chunk {
                     if let Some(sink) = s.app.sink.as_mut() {
                         sink.write(c.object, c.offset, &d[c.payload]);
+                    }
+                }
+                // §6.9: chunks rebuilt from repair symbols are written like DATA.
+                while let Some(c) = s.rx.inner_mut().poll_rebuilt() {
+                    if let Some(sink) = s.app.sink.as_mut() {
+                        sink.write(c.object, c.offset, &c.bytes);
                     }
                 }
                 // After the chunk is queued: an ObjectComplete must follow its last write.
