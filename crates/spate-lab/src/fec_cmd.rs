@@ -17,7 +17,7 @@ use spate_proto::coding::{decode, encode};
 #[derive(clap::Args)]
 pub struct FecArgs {
     /// Chunks per block (at most 4096).
-    #[arg(long, value_delimiter = ',', default_values_t = [4096u32, 1024, 256])]
+    #[arg(long, value_delimiter = ',', default_values_t = [3840u32, 1024, 256])]
     block: Vec<u32>,
     /// Loss rates to rebuild from, percent.
     #[arg(long, value_delimiter = ',', default_values_t = [1.0f64, 2.0])]

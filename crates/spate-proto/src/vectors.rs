@@ -495,7 +495,7 @@ pub fn all() -> Vec<Vector> {
         g.header(PacketType::Repair, 0, "none", 40 + u64::from(index))
             .put("Object", 1, 1u32.to_be_bytes().to_vec())
             .put("First Chunk", 0, 0u32.to_be_bytes().to_vec())
-            .put("Count", "3 (K; R(3) = 4)", 3u16.to_be_bytes().to_vec())
+            .put("Count", "3 (K; R(3) = 16)", 3u16.to_be_bytes().to_vec())
             .put("Index", index, (index as u16).to_be_bytes().to_vec())
             .put("Symbol", format!("repair symbol {index}"), symbol);
         v.push(Vector {

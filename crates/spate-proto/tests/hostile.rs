@@ -197,7 +197,7 @@ fn repair_outside_the_objects_is_dropped() {
         ("no such object", repair(2, 3, 0, 1, 0, chunk)),
         ("past the end", repair(3, 1, 60, 11, 0, chunk)),
         ("short symbol", repair(4, 1, 0, 4, 0, chunk - 2)),
-        ("index beyond R(K)", repair(5, 1, 0, 4, 4, chunk)),
+        ("index beyond R(K)", repair(5, 1, 0, 4, 16, chunk)),
     ] {
         assert!(
             r.handle_datagram(Instant::from_millis(30), &mut d).is_err(),

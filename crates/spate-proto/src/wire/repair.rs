@@ -88,7 +88,7 @@ impl<'a> Repair<'a> {
         }
         w.u32(object)?;
         w.u32(first_chunk)?;
-        // count ≤ 4096 and index < 1024: both fit 16 bits.
+        // count ≤ 4096 and index < 256: both fit 16 bits.
         w.u16(count as u16)?;
         w.u16(index as u16)
     }

@@ -362,9 +362,9 @@ fn repair_round_trips_and_refuses_what_the_code_cannot_mean() {
         bad([0, 0, 0, 1, 0, 0, 0, 1, 0x10, 0x01, 0, 0], &[1, 2]),
         "K = 4097"
     );
-    // K = 16 has R = 4: index 4 is beyond it.
+    // K = 16 has R = 16: index 16 is beyond it.
     assert!(
-        bad([0, 0, 0, 1, 0, 0, 0, 1, 0, 16, 0, 4], &[1, 2]),
+        bad([0, 0, 0, 1, 0, 0, 0, 1, 0, 16, 0, 16], &[1, 2]),
         "index ≥ R(K)"
     );
     assert!(
