@@ -196,7 +196,15 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
                     if let Some(c) = flows::cpu_seconds(p.child.id()) {
                         cpu_send[i] = Some(c);
                     }
-                    if let Ok(Some(st)) = p.child.try_wait() {
+                    // `try_wait` keeps answering once the child exited: only the first
+                    // answer is its exit time (later ones would move completion to the end).
+                    if let Some(st) = p
+                        .child
+                        .try_wait()
+                        .ok()
+                        .flatten()
+                        .filter(|_| exited[i].is_none())
+                    {
                         let at = (t0.elapsed() - f.start).as_secs_f64();
                         let err = (!st.success()).then(|| failure(p));
                         exited[i] = Some((at, err));
