@@ -34,6 +34,8 @@ pub struct DemoConfig {
     pub path: PathConfig,
     /// Rate settings of the sender.
     pub rate: RateConfig,
+    /// Coding (spec §6.9).
+    pub fec: spate_proto::coding::Fec,
     /// No progress bar.
     pub quiet: bool,
 }
@@ -94,7 +96,7 @@ pub fn run(cfg: &DemoConfig) -> Result<DemoReport> {
         &plan,
         &SendConfig {
             resume: false,
-            fec: spate_proto::coding::Fec::Auto,
+            fec: cfg.fec,
             server: relay.addr(),
             rate: cfg.rate,
             connect_timeout: Duration::from_secs(10),
@@ -150,6 +152,7 @@ impl DemoReport {
              \n  goodput       {} ({:.0} % of the link's payload capacity)\n  \
              time          {:.1} s\n  \
              retransmitted {:.2} % of data packets ({} lost to random loss, {} to the queue)\n  \
+             coding        {} repair packets, {} blocks rebuilt without a round trip (--fec)\n  \
              RTT           {:.0} ms smoothed, {:.0} ms minimum\n  \
              integrity     BLAKE3 verified by the receiver; received file identical: {}\n\
              \n  TCP Reno on this path: about {} (Mathis formula) — {:.0}× less.\n",
@@ -163,6 +166,8 @@ impl DemoReport {
             100.0 * t.retransmission_overhead,
             self.random_drops,
             self.queue_drops,
+            t.repair_packets,
+            t.rebuilt_blocks,
             t.srtt_ms,
             t.min_rtt_ms,
             if self.identical { "yes" } else { "NO" },

@@ -631,6 +631,7 @@ fn run(cli: Cli) -> Result<()> {
                     seed: 1,
                 },
                 rate: rate.config()?,
+                fec: rate.fec,
                 quiet: quiet || json,
             };
             if !cfg.quiet {
