@@ -76,6 +76,15 @@ thread_local! {
     /// The coding setting of this test's sender (each test runs on its own thread).
     static FEC: std::cell::Cell<spate_proto::coding::Fec> =
         const { std::cell::Cell::new(spate_proto::coding::Fec::Auto) };
+    /// Whether this test's receiver hands its rebuilds out (`rebuild_elsewhere`).
+    static ELSEWHERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn receiver_config() -> ReceiverConfig {
+    ReceiverConfig {
+        rebuild_elsewhere: ELSEWHERE.with(|e| e.get()),
+        ..ReceiverConfig::default()
+    }
 }
 
 /// What the link does with the n-th datagram in one direction.
@@ -229,8 +238,7 @@ fn run_from(
                     match receiver.as_mut() {
                         None => {
                             receiver =
-                                Receiver::accept(ReceiverConfig::default(), now, &mut bytes, TOKEN)
-                                    .ok()
+                                Receiver::accept(receiver_config(), now, &mut bytes, TOKEN).ok()
                         }
                         Some(r) => {
                             if let Some(w) = writer.as_mut() {
@@ -245,7 +253,12 @@ fn run_from(
                             if let Ok(Some(c)) = r.handle_datagram(now, &mut bytes) {
                                 chunks.push((c.object, c.offset, bytes[c.payload].to_vec()));
                             }
-                            // §6.9: chunks rebuilt from repair symbols are written like DATA.
+                            // §6.9: a driver that rebuilds elsewhere runs the jobs and hands the
+                            // results back (here at once, as a worker thread would later).
+                            while let Some(job) = r.poll_rebuild_job() {
+                                r.finish_rebuild(job.run());
+                            }
+                            // Chunks rebuilt from repair symbols are written like DATA.
                             while let Some(c) = r.poll_rebuilt() {
                                 chunks.push((c.object, c.offset, c.bytes));
                             }
@@ -710,6 +723,17 @@ fn tail_losses_are_rebuilt_without_a_round_trip() {
     };
     let off = run_with(spate_proto::coding::Fec::Off);
     let auto = run_with(spate_proto::coding::Fec::Auto);
+    // Rebuilding handed to the driver (as `spate serve` does, on a worker thread) gives the
+    // same transfer.
+    ELSEWHERE.with(|e| e.set(true));
+    let elsewhere = run_with(spate_proto::coding::Fec::Auto);
+    ELSEWHERE.with(|e| e.set(false));
+    assert_exact(&elsewhere, &sizes);
+    assert_eq!(elsewhere.end, auto.end);
+    assert_eq!(
+        elsewhere.receiver.as_ref().unwrap().coding_stats(),
+        auto.receiver.as_ref().unwrap().coding_stats()
+    );
     assert_exact(&off, &sizes);
     assert_exact(&auto, &sizes);
     let coded = auto.sender.coding_stats();

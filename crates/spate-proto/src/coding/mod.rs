@@ -33,10 +33,12 @@
 //! encoding (7.6 → 4.1 % of a core per Gbit/s) and rebuilding (26 → 13 %) cost twice as much.
 
 pub(crate) mod plan;
+mod rebuild;
 mod store;
 
 pub(crate) use plan::Coder;
 pub use plan::{CodingStats, Fec};
+pub use rebuild::{RebuildDone, RebuildJob};
 pub(crate) use store::Store;
 pub use store::{RebuiltChunk, StoreStats};
 

@@ -14,7 +14,9 @@
 //! never pass [`KEEP_BUDGET`](super::KEEP_BUDGET). Rebuilding a block costs one decode of K
 //! shards, done once, after K shards arrived.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::rebuild::{RebuildDone, RebuildJob};
 
 /// Chunk bytes rebuilt from repair symbols, for the application to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +57,8 @@ pub struct Store {
     chunk: usize,
     kept: BTreeMap<(u32, u32), Vec<u8>>,
     blocks: BTreeMap<(u32, u32), Block>,
+    /// Blocks taken out to be rebuilt and not finished yet.
+    rebuilding: BTreeSet<(u32, u32)>,
     bytes: u64,
     budget: u64,
     /// Counters.
@@ -68,6 +72,7 @@ impl Store {
             chunk,
             kept: BTreeMap::new(),
             blocks: BTreeMap::new(),
+            rebuilding: BTreeSet::new(),
             bytes: 0,
             budget,
             stats: StoreStats::default(),
@@ -130,9 +135,11 @@ impl Store {
             self.stats.useless_symbols += 1;
             return None;
         }
-        if all_held {
+        if all_held || self.rebuilding.contains(&(object, first)) {
             self.stats.useless_symbols += 1;
-            self.forget_block(object, first, count);
+            if all_held {
+                self.forget_block(object, first, count);
+            }
             return None;
         }
         let index = index as usize;
@@ -161,56 +168,54 @@ impl Store {
         self.ready(object, first).then_some((object, first))
     }
 
-    /// Rebuild block `(object, first)`: the chunks it lacked, cut to `object_len` at the
-    /// object's end. The block and its copies are forgotten either way.
-    pub fn rebuild(
-        &mut self,
-        object: u32,
-        first: u32,
-        object_len: u64,
-    ) -> Result<Vec<RebuiltChunk>, super::CodeError> {
-        let Some(block) = self.blocks.remove(&(object, first)) else {
-            return Ok(Vec::new());
-        };
+    /// Take block `(object, first)` out to be rebuilt: its kept chunks (padded) and symbols,
+    /// owned by the job. Its bytes stay counted until [`finish`](Self::finish), and symbols
+    /// that arrive for it meanwhile are not kept.
+    pub fn take(&mut self, object: u32, first: u32, object_len: u64) -> Option<RebuildJob> {
+        let block = self.blocks.remove(&(object, first))?;
         let count = block.count;
         let end = first.saturating_add(count);
-        let chunk = self.chunk;
-        let padded: Vec<(usize, Vec<u8>)> = self
+        let keys: Vec<(u32, u32)> = self
             .kept
             .range((object, first)..(object, end))
-            .map(|(&(_, i), b)| {
-                let mut v = b.clone();
-                v.resize(chunk, 0);
-                ((i - first) as usize, v)
-            })
+            .map(|(k, _)| *k)
             .collect();
-        let result = super::decode(
-            count,
-            padded.iter().map(|(i, b)| (*i, b.as_slice())),
-            block.symbols.iter().map(|(i, s)| (*i, s.as_slice())),
-        );
-        for (_, s) in &block.symbols {
-            self.bytes -= s.len() as u64;
-        }
-        self.forget_block(object, first, count);
-        let rebuilt = result?;
-        self.stats.rebuilt_blocks += 1;
-        let c = chunk as u64;
-        let mut out = Vec::with_capacity(rebuilt.len());
-        for (i, mut bytes) in rebuilt {
-            let offset = u64::from(first + i as u32) * c;
-            if offset >= object_len {
-                continue;
+        let mut bytes: u64 = block.symbols.iter().map(|(_, s)| s.len() as u64).sum();
+        let mut have = Vec::with_capacity(keys.len());
+        for k in keys {
+            if let Some(mut v) = self.kept.remove(&k) {
+                bytes += v.len() as u64;
+                v.resize(self.chunk, 0);
+                have.push(((k.1 - first) as usize, v));
             }
-            bytes.truncate((object_len - offset).min(c) as usize);
-            self.stats.rebuilt_chunks += 1;
-            out.push(RebuiltChunk {
-                object,
-                offset,
-                bytes,
-            });
         }
-        Ok(out)
+        self.rebuilding.insert((object, first));
+        Some(RebuildJob {
+            object,
+            first,
+            count,
+            chunk: self.chunk,
+            object_len,
+            have,
+            symbols: block.symbols,
+            bytes,
+        })
+    }
+
+    /// Whether block `key` was taken out to be rebuilt and is not finished.
+    pub fn is_rebuilding(&self, key: (u32, u32)) -> bool {
+        self.rebuilding.contains(&key)
+    }
+
+    /// A job taken from this store is done: release its bytes and count what it rebuilt.
+    pub fn finish(&mut self, done: &RebuildDone) {
+        if self.rebuilding.remove(&done.block()) {
+            self.bytes = self.bytes.saturating_sub(done.bytes);
+            if let Some(chunks) = &done.chunks {
+                self.stats.rebuilt_blocks += 1;
+                self.stats.rebuilt_chunks += chunks.len() as u64;
+            }
+        }
     }
 
     /// Forget a block's symbols and the copies of its chunks.
@@ -295,13 +300,19 @@ mod tests {
         assert_eq!(s.symbol(7, 0, 10, 1, &symbols[1], false), None, "duplicate");
         assert_eq!(s.stats.useless_symbols, 1);
         let key = s.symbol(7, 0, 10, 0, &symbols[0], false).unwrap();
-        let got = s.rebuild(key.0, key.1, object_len).unwrap();
+        let job = s.take(key.0, key.1, object_len).unwrap();
+        // Taken out: a late symbol of the block is not kept.
+        assert_eq!(s.symbol(7, 0, 10, 2, &symbols[2], false), None);
+        let done = job.run();
+        s.finish(&done);
+        let got = done.chunks.unwrap();
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].offset, 2 * c as u64);
         assert_eq!(got[0].bytes, data[2]);
         assert_eq!(got[1].offset, 9 * c as u64);
         assert_eq!(got[1].bytes, data[9][..c - 20]);
         assert_eq!(s.bytes(), 0, "everything of the block is forgotten");
+        assert_eq!((s.stats.rebuilt_blocks, s.stats.rebuilt_chunks), (1, 2));
     }
 
     #[test]

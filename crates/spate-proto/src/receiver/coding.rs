@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 
 use super::{DataChunk, Receiver};
-use crate::coding::{RebuiltChunk, Store, StoreStats, KEEP_BUDGET};
+use crate::coding::{RebuildDone, RebuildJob, RebuiltChunk, Store, StoreStats, KEEP_BUDGET};
 use crate::event::DropReason;
 use crate::time::Instant;
 use crate::wire::{Data, Rebuilt, Repair, DATA_OVERHEAD};
@@ -28,6 +28,8 @@ pub(super) struct Coding {
     store: Option<Store>,
     /// Rebuilt bytes the application has not taken yet.
     rebuilt: VecDeque<RebuiltChunk>,
+    /// Rebuilds handed out to the driver (`rebuild_elsewhere`), not yet taken.
+    jobs: VecDeque<RebuildJob>,
     /// Rebuilt blocks still to be listed in reports, with the reports left for each.
     to_report: VecDeque<((u32, u32), u8)>,
 }
@@ -125,16 +127,46 @@ impl Receiver {
         Ok(None)
     }
 
-    /// Rebuild a block whose chunks and symbols suffice, and take its missing bytes as if
-    /// DATA had brought them.
+    /// A block's kept chunks and symbols suffice: rebuild it here, or hand the work out
+    /// ([`ReceiverConfig::rebuild_elsewhere`](crate::ReceiverConfig::rebuild_elsewhere)).
     fn rebuild(&mut self, (object, first): (u32, u32)) {
+        let Some(&object_len) = self.sizes.get(object as usize) else {
+            return;
+        };
+        let Some(job) = self.store().take(object, first, object_len) else {
+            return;
+        };
+        if self.cfg.rebuild_elsewhere {
+            self.coding.jobs.push_back(job);
+        } else {
+            self.finish_rebuild(job.run());
+        }
+    }
+
+    /// Work for another thread: a block to rebuild ([`RebuildJob::run`]), whose result goes
+    /// back to [`finish_rebuild`](Self::finish_rebuild). Only with
+    /// [`ReceiverConfig::rebuild_elsewhere`](crate::ReceiverConfig::rebuild_elsewhere); call
+    /// after every `handle_*` call until it returns `None`.
+    pub fn poll_rebuild_job(&mut self) -> Option<RebuildJob> {
+        self.coding.jobs.pop_front()
+    }
+
+    /// A rebuild is done: take the chunks the block lacked as if DATA had brought them
+    /// (then [`poll_rebuilt`](Self::poll_rebuilt) hands them out), and list the block in the
+    /// next reports. A result for a block this session did not hand out changes nothing.
+    pub fn finish_rebuild(&mut self, done: RebuildDone) {
+        let Some(store) = self.coding.store.as_mut() else {
+            return;
+        };
+        if !store.is_rebuilding(done.block()) {
+            return;
+        }
+        store.finish(&done);
+        let (object, first) = done.block();
+        let Some(chunks) = done.into_chunks() else {
+            return;
+        };
         let o = object as usize;
-        let Some(&object_len) = self.sizes.get(o) else {
-            return;
-        };
-        let Ok(chunks) = self.store().rebuild(object, first, object_len) else {
-            return;
-        };
         for c in chunks {
             let end = c.offset + c.bytes.len() as u64;
             let (new, content_new) = self.mark_received(o, c.offset..end);

@@ -13,6 +13,7 @@
 //! | `mod.rs` | the server and its loop |
 //! | `session.rs` | one session: events, writer outcomes, sending |
 //! | `limits.rs` | `--max-*` and `--quota` |
+//! | `rebuild.rs` | rebuilding coded blocks on a worker thread (spec §6.9) |
 //!
 //! Nothing on the network thread waits for a disk: writing, creating directories and looking
 //! for held data run on a shared pool of writer threads (`sink/pool.rs`); DATA for a session
@@ -25,6 +26,7 @@
 //! from elsewhere cannot end someone else's transfer: it finds the files locked and fails.
 
 mod limits;
+mod rebuild;
 mod session;
 
 use std::collections::HashSet;
@@ -58,6 +60,9 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 /// How often the loop looks at a session whose writer is behind, so that the room it frees
 /// reaches a sender held back by its Write Limit (spec §7.4) within a few milliseconds.
 const WRITER_CHECK: Duration = Duration::from_millis(2);
+/// How often the loop looks for finished rebuilds while some are queued (a rebuild takes a
+/// few milliseconds).
+const REBUILD_CHECK: Duration = Duration::from_millis(1);
 
 /// What the sessions in progress hold so far.
 #[derive(Debug, Clone, Copy, Default)]
@@ -112,6 +117,8 @@ pub struct Server {
     /// Serve one session, then return; return as well after this long without any session
     /// (`spate serve --once`).
     once: Option<Duration>,
+    /// Rebuilds of coded blocks, off this thread.
+    rebuilder: rebuild::Rebuilder,
 }
 
 /// What the endpoint asks of the server for a new session: randomness, and a decision on the
@@ -200,6 +207,7 @@ impl Server {
             },
             access,
             once: None,
+            rebuilder: rebuild::Rebuilder::start()?,
         })
     }
 
@@ -289,8 +297,13 @@ impl Server {
                 batch.for_each(|from, d| self.on_datagram(now, from, d));
             }
             self.start_resumed_writers();
+            self.take_rebuilt();
             let now = self.clock.now();
             let mut next = now + MAX_WAIT;
+            if self.rebuilder.pending() > 0 {
+                // A rebuild takes milliseconds: look for its result soon.
+                next = next.min(now + REBUILD_CHECK);
+            }
             let mut ended = Vec::new();
             for (id, s) in self.endpoint.iter_mut() {
                 session::step(s, now, &self.socket, &mut out, &mut self.ctx)?;
@@ -373,16 +386,33 @@ impl Server {
                         sink.write(c.object, c.offset, &d[c.payload]);
                     }
                 }
-                // §6.9: chunks rebuilt from repair symbols are written like DATA.
-                while let Some(c) = s.rx.inner_mut().poll_rebuilt() {
-                    if let Some(sink) = s.app.sink.as_mut() {
-                        sink.write(c.object, c.offset, &c.bytes);
-                    }
+                // §6.9: a block its symbols can now rebuild goes to the worker thread
+                // (`take_rebuilt` writes what it rebuilt).
+                while let Some(job) = s.rx.inner_mut().poll_rebuild_job() {
+                    self.rebuilder.submit(id, job);
                 }
                 // After the chunk is queued: an ObjectComplete must follow its last write.
                 session::drain_events(s, &mut self.ctx);
             }
             Handled::Opened(_) | Handled::Dropped => {}
+        }
+    }
+
+    /// Give finished rebuilds back to their sessions, and write the chunks they rebuilt
+    /// like DATA (§6.9).
+    fn take_rebuilt(&mut self) {
+        while let Some((id, done)) = self.rebuilder.finished() {
+            let Some(s) = self.endpoint.get_mut(id) else {
+                continue;
+            };
+            s.rx.inner_mut().finish_rebuild(done);
+            while let Some(c) = s.rx.inner_mut().poll_rebuilt() {
+                if let Some(sink) = s.app.sink.as_mut() {
+                    sink.write(c.object, c.offset, &c.bytes);
+                }
+            }
+            // After the chunks are queued: an ObjectComplete must follow their writes.
+            session::drain_events(s, &mut self.ctx);
         }
     }
 
@@ -429,6 +459,7 @@ impl Server {
 fn receiver_config(discard: bool) -> ReceiverConfig {
     ReceiverConfig {
         resume: !discard,
+        rebuild_elsewhere: true,
         ..ReceiverConfig::default()
     }
 }
