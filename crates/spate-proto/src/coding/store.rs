@@ -174,20 +174,12 @@ impl Store {
     pub fn take(&mut self, object: u32, first: u32, object_len: u64) -> Option<RebuildJob> {
         let block = self.blocks.remove(&(object, first))?;
         let count = block.count;
-        let end = first.saturating_add(count);
-        let keys: Vec<(u32, u32)> = self
-            .kept
-            .range((object, first)..(object, end))
-            .map(|(k, _)| *k)
-            .collect();
         let mut bytes: u64 = block.symbols.iter().map(|(_, s)| s.len() as u64).sum();
-        let mut have = Vec::with_capacity(keys.len());
-        for k in keys {
-            if let Some(mut v) = self.kept.remove(&k) {
-                bytes += v.len() as u64;
-                v.resize(self.chunk, 0);
-                have.push(((k.1 - first) as usize, v));
-            }
+        let mut have = Vec::new();
+        for (i, mut v) in self.remove_copies(object, first, count) {
+            bytes += v.len() as u64;
+            v.resize(self.chunk, 0);
+            have.push(((i - first) as usize, v));
         }
         self.rebuilding.insert((object, first));
         Some(RebuildJob {
@@ -225,17 +217,23 @@ impl Store {
                 self.bytes -= s.len() as u64;
             }
         }
+        for (_, v) in self.remove_copies(object, first, count) {
+            self.bytes -= v.len() as u64;
+        }
+    }
+
+    /// Take the copies of chunks `first .. first + count` of `object` out of the store (their
+    /// bytes are still counted: the caller releases or hands them on), with their indices.
+    fn remove_copies(&mut self, object: u32, first: u32, count: u32) -> Vec<(u32, Vec<u8>)> {
         let end = first.saturating_add(count);
         let keys: Vec<(u32, u32)> = self
             .kept
             .range((object, first)..(object, end))
             .map(|(k, _)| *k)
             .collect();
-        for k in keys {
-            if let Some(v) = self.kept.remove(&k) {
-                self.bytes -= v.len() as u64;
-            }
-        }
+        keys.into_iter()
+            .filter_map(|k| Some((k.1, self.kept.remove(&k)?)))
+            .collect()
     }
 
     /// Forget copies and blocks that lie wholly before the watermark `(object, offset)`. A held
