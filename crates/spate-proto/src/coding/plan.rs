@@ -36,7 +36,12 @@ use crate::time::Instant;
 /// loss block needs ~105 symbols.
 pub const MAX_CHUNKS: u32 = 3840;
 
-/// Loss rate assumed for the tail before any report has shown the path's loss (1 %).
+/// Above this loss rate nothing is coded: coding is for random loss of a few per cent, and a
+/// path losing more (a queue overflowing, a controller overshooting) is repaired by
+/// retransmission, which sends exactly what is missing.
+pub const MAX_CODED_LOSS: f64 = 0.1;
+
+/// Loss rate assumed for the tail before any report has shown the path's loss (2 %).
 pub const BLIND_LOSS: f64 = 0.02;
 
 /// Packets of loss history kept: counts halve when they pass 32 768.
@@ -143,9 +148,27 @@ pub(crate) struct CodedBlock {
     /// K of its packets were acknowledged: the receiver has rebuilt or holds it, and keeps no
     /// copies for it, so it no longer counts toward the keep budget.
     pub released: bool,
+    /// When its last chunk was sent and it was encoded (`None` while it collects chunks).
+    pub closed_at: Option<Instant>,
 }
 
 impl CodedBlock {
+    /// A block that has started to collect chunks.
+    pub fn open() -> CodedBlock {
+        CodedBlock {
+            count: 0,
+            symbols: Vec::new(),
+            next: 0,
+            chunks_acked: 0,
+            chunks_lost: 0,
+            symbols_acked: 0,
+            symbols_lost: 0,
+            exhausted: false,
+            released: false,
+            closed_at: None,
+        }
+    }
+
     /// Packets of the block neither acknowledged nor lost.
     fn in_flight(&self) -> f64 {
         let chunks = self
@@ -315,7 +338,9 @@ impl Coder {
             Fec::Rate(_) => true,
             Fec::Auto => {
                 let p = self.loss_rate().unwrap_or(BLIND_LOSS);
-                p > 0.0 && left <= horizon.mul_f64(tail_rounds(p, p * packets_per_horizon))
+                p > 0.0
+                    && p <= MAX_CODED_LOSS
+                    && left <= horizon.mul_f64(tail_rounds(p, p * packets_per_horizon))
             }
         }
     }

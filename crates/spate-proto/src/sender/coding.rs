@@ -55,11 +55,20 @@ impl Sender {
                 count: 0,
                 started: now,
             });
+            // Known from its first chunk on, so that every acknowledgement and loss of its
+            // chunks is counted (on a short path they come back before the block closes).
+            self.coder
+                .blocks
+                .insert((c.object, index), CodedBlock::open());
         }
         let Some(b) = self.coder.open.as_mut() else {
             return false;
         };
         b.count += 1;
+        let key = (b.object, b.first);
+        if let Some(cb) = self.coder.blocks.get_mut(&key) {
+            cb.count += 1;
+        }
         self.coder.outstanding += cs;
         if b.count == MAX_CHUNKS || c.end() == self.sizes[c.object as usize] {
             self.close_block(now);
@@ -147,25 +156,24 @@ impl Sender {
             (0, _) | (_, true) => Vec::new(),
             _ => crate::coding::encode(&chunks, usize::MAX).unwrap_or_default(),
         };
+        let key = (b.object, b.first);
         if symbols.is_empty() {
-            self.coder.outstanding -= bytes;
+            // Not coded after all: what it lost goes back to retransmission.
+            self.exhaust(b.object, b.first);
+            if let Some(cb) = self.coder.blocks.remove(&key) {
+                if !cb.released {
+                    self.coder.outstanding -= bytes;
+                }
+            }
             return;
         }
         self.coder.stats.blocks += 1;
-        self.coder.blocks.insert(
-            (b.object, b.first),
-            CodedBlock {
-                count: b.count,
-                symbols,
-                next: 0,
-                chunks_acked: 0,
-                chunks_lost: 0,
-                symbols_acked: 0,
-                symbols_lost: 0,
-                exhausted: false,
-                released: false,
-            },
-        );
+        let Some(cb) = self.coder.blocks.get_mut(&key) else {
+            // Wholly delivered while it was open: nothing to repair.
+            return;
+        };
+        cb.symbols = symbols;
+        cb.closed_at = Some(now);
         self.queue_symbols(b.object, b.first, m as u32);
     }
 
@@ -211,7 +219,9 @@ impl Sender {
         };
         // §6.9: the budget counts blocks fewer than K of whose packets are known to have
         // arrived; with K in, the receiver has rebuilt the block and keeps nothing for it.
-        if let Some(b) = block.filter(|b| !b.released && b.arrived_enough()) {
+        if let Some(b) =
+            block.filter(|b| !b.released && b.closed_at.is_some() && b.arrived_enough())
+        {
             b.released = true;
             self.coder.outstanding -= u64::from(b.count) * cs;
         }
@@ -246,12 +256,38 @@ impl Sender {
 
     /// After a report: give each coded block with a deficit the symbols it lacks; a block
     /// whose symbols ran out goes back to retransmission of what it still misses.
-    pub(super) fn top_up_blocks(&mut self) {
+    pub(super) fn top_up_blocks(&mut self, now: Instant) {
         let p = self.coder.planning_loss();
+        // However the counts went, a block not held long after it closed (several
+        // loss-finding horizons, at least 200 ms) goes back to retransmission: the transfer
+        // never waits on coding.
+        let stall = (self.loss_horizon(now) * 4).max(core::time::Duration::from_millis(200));
+        let stalled: Vec<(u32, u32)> = self
+            .coder
+            .blocks
+            .iter()
+            .filter(|(_, b)| {
+                !b.exhausted && b.closed_at.is_some_and(|t| now.saturating_since(t) > stall)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for (object, first) in stalled {
+            self.exhaust(object, first);
+        }
         let last = self.cursor >= self.data_end;
+        if std::env::var("DBG").is_ok() {
+            for (k, b) in &self.coder.blocks {
+                eprintln!("state {k:?} count {} next {} ca {} cl {} sa {} sl {} ex {} rel {} d {:.1} retx {} pend {}", b.count, b.next, b.chunks_acked, b.chunks_lost, b.symbols_acked, b.symbols_lost, b.exhausted, b.released, b.deficit(p), self.retransmit.len(), self.coder.pending.len());
+            }
+            eprintln!(
+                "--- out {} blocks {}",
+                self.coder.outstanding,
+                self.coder.blocks.len()
+            );
+        }
         let mut wants = Vec::new();
         for (&key, b) in &self.coder.blocks {
-            if b.exhausted || !b.chunks_judged() {
+            if b.exhausted || b.closed_at.is_none() || !b.chunks_judged() {
                 continue;
             }
             let d = b.deficit(p);
@@ -329,8 +365,12 @@ impl Sender {
         }
         let cs = self.chunk_payload();
         let (delivered, sizes) = (&self.delivered, &self.sizes);
+        let open = self.coder.open.map(|b| (b.object, b.first));
         let mut freed = 0;
         self.coder.blocks.retain(|&(object, first), b| {
+            if open == Some((object, first)) {
+                return true;
+            }
             let count = b.count;
             let o = object as usize;
             let start = u64::from(first) * cs;

@@ -758,6 +758,6 @@ impl Sender {
         self.lost_scratch = lost;
         // A report or the loss timer: either may have changed what a coded block lacks.
         self.forget_held_blocks();
-        self.top_up_blocks();
+        self.top_up_blocks(now);
     }
 }
