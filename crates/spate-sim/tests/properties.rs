@@ -104,7 +104,12 @@ fn scenario(c: &Case) -> Scenario {
             .iter()
             .enumerate()
             .map(|(i, &s)| FlowSpec {
-                fec: spate_proto::coding::Fec::Auto,
+                // Coding as by default, off, and for every block (spec §6.9), from the seed.
+                fec: match c.seed % 3 {
+                    0 => spate_proto::coding::Fec::Auto,
+                    1 => spate_proto::coding::Fec::Off,
+                    _ => spate_proto::coding::Fec::Rate(0.05),
+                },
                 start: Duration::from_millis(i as u64 * 137),
                 bytes: s.max(1),
                 rate: RateConfig::fixed(rate),

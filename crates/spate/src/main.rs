@@ -406,7 +406,7 @@ struct RateArgs {
     /// Coding: repair packets that rebuild lost packets at the receiver without a round
     /// trip. auto (the default) codes the last round trips of a transfer, with redundancy
     /// following the loss the path shows (none on a loss-free path); off sends none; a rate
-    /// (2% or 0.02, at most 25%) codes everything with that redundancy. Lost packets still
+    /// (2% or 0.02, at most 6.25%) codes everything with that redundancy. Lost packets still
     /// count as losses for rate control.
     #[arg(long, value_name = "auto|off|RATE", default_value = "auto", value_parser = parse_fec)]
     fec: spate_proto::coding::Fec,

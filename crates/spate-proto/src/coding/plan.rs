@@ -50,6 +50,9 @@ const LOSS_WINDOW: f64 = 32_768.0;
 /// Packets that must have been judged (acknowledged or lost) before the loss estimate is used.
 const MIN_EVIDENCE: f64 = 256.0;
 
+/// Highest fixed repair rate: what R(K) holds for the largest blocks (256 of 4096 chunks).
+pub const MAX_RATE: f64 = 0.0625;
+
 /// What `--fec` asks for.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Fec {
@@ -57,7 +60,7 @@ pub enum Fec {
     Off,
     /// Code the tail window, with symbols following the measured loss (the default).
     Auto,
-    /// Code every block with this fraction of repair symbols (0 < r ≤ 0.25).
+    /// Code every block with this fraction of repair symbols (0 < r ≤ [`MAX_RATE`]).
     Rate(f64),
 }
 
@@ -69,14 +72,14 @@ impl Fec {
             "off" | "none" => return Ok(Fec::Off),
             _ => {}
         }
-        let (num, scale) = match s.strip_suffix('%') {
-            Some(n) => (n, 0.01),
+        let (num, per) = match s.strip_suffix('%') {
+            Some(n) => (n, 100.0),
             None => (s, 1.0),
         };
-        match num.trim().parse::<f64>() {
-            Ok(v) if v * scale > 0.0 && v * scale <= 0.25 => Ok(Fec::Rate(v * scale)),
+        match num.trim().parse::<f64>().map(|v| v / per) {
+            Ok(r) if r > 0.0 && r <= MAX_RATE => Ok(Fec::Rate(r)),
             _ => Err(format!(
-                "{s:?} is not a coding setting: use auto, off, or a repair rate above 0 and at most 25 % (0.02 or 2%)"
+                "{s:?} is not a coding setting: use auto, off, or a repair rate above 0 and at most 6.25 % (0.02 or 2%)"
             )),
         }
     }
@@ -426,7 +429,8 @@ mod tests {
         assert_eq!(Fec::parse("off"), Ok(Fec::Off));
         assert_eq!(Fec::parse("0.02"), Ok(Fec::Rate(0.02)));
         assert_eq!(Fec::parse("2%"), Ok(Fec::Rate(0.02)));
-        for bad in ["0", "-1", "0.5", "30%", "x", ""] {
+        assert_eq!(Fec::parse("6.25%"), Ok(Fec::Rate(0.0625)));
+        for bad in ["0", "-1", "0.5", "7%", "30%", "x", ""] {
             assert!(Fec::parse(bad).is_err(), "{bad}");
         }
     }
