@@ -6,10 +6,11 @@
 //! a few loss-finding horizons (`RTT + reordering window`) at the current rate: the **tail
 //! window**. A loss in the last horizon is found only after the last byte left; one a horizon
 //! earlier is retransmitted in time, but that retransmission may be lost too, and so on
-//! ([`tail_rounds`]). Only while the path has shown loss: a loss-free path pays nothing. Before any report has said anything about
-//! loss (a transfer shorter than a couple of RTTs), the tail is coded for an assumed
-//! [`BLIND_LOSS`]. `--fec RATE` codes every block with `⌈RATE · K⌉` symbols, as the fixed
-//! redundancy of the research's network-coding prototype did; `--fec off` codes nothing.
+//! ([`tail_rounds`]). Only while the path has shown loss (a loss-free path pays nothing) and
+//! at most [`MAX_CODED_LOSS`]. Before any report has said anything about loss (a transfer
+//! shorter than a couple of RTTs), the tail is coded for an assumed [`BLIND_LOSS`].
+//! `--fec RATE` codes every block with `⌈RATE · K⌉` symbols, as the fixed redundancy of the
+//! research's network-coding prototype did; `--fec off` codes nothing.
 //!
 //! **Block size.** Consecutive new chunks of one object, at most [`MAX_CHUNKS`] and at most
 //! [`block_time`] of sending: a quarter of the smoothed RTT (so the block's repairs follow it
@@ -21,9 +22,10 @@
 //! about 999 blocks of 1000, since a shortfall found after the end costs a round trip. An
 //! earlier block gets `⌈λ + b⌉`; when the reports show it lost more (its **deficit**, see
 //! `CodedBlock`), it gets more symbols, which still arrive before the end. Lost chunks of a
-//! coded block are not retransmitted; only a block whose R(K) symbols run out falls back to
-//! retransmission.
-//! p and b come from the sender's own loss detection over the last 16–32 K packets.
+//! coded block are not retransmitted; a block whose R(K) symbols run out, or that is not held
+//! four horizons (at least 200 ms) after it closed, falls back to retransmission, so coding
+//! never holds a transfer up. p and b come from the sender's own loss detection over the last
+//! 16–32 K packets.
 
 use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
@@ -60,7 +62,7 @@ pub enum Fec {
     Off,
     /// Code the tail window, with symbols following the measured loss (the default).
     Auto,
-    /// Code every block with this fraction of repair symbols (0 < r ≤ [`MAX_RATE`]).
+    /// Code every block with this fraction of repair symbols (0 < r ≤ 6.25 %).
     Rate(f64),
 }
 
