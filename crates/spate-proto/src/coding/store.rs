@@ -79,6 +79,12 @@ impl Store {
         }
     }
 
+    /// Keep at most `budget` bytes from now on (what is held beyond it is not dropped: it goes
+    /// as blocks are rebuilt or held).
+    pub fn set_budget(&mut self, budget: u64) {
+        self.budget = budget;
+    }
+
     /// Bytes held now (copies and symbols).
     pub fn bytes(&self) -> u64 {
         self.bytes

@@ -177,6 +177,12 @@ impl<A> Endpoint<A> {
         self.sessions.len()
     }
 
+    /// Sessions whose sender proved its address (the ones that may move data; half-open
+    /// sessions hold a HELLO's worth at most).
+    pub fn validated(&self) -> usize {
+        self.admission.validated
+    }
+
     /// True without sessions.
     pub fn is_empty(&self) -> bool {
         self.sessions.is_empty()

@@ -26,6 +26,8 @@ const LISTED_IN_REPORTS: u8 = super::report::REPEAT as u8;
 #[derive(Debug, Default)]
 pub(super) struct Coding {
     store: Option<Store>,
+    /// Most bytes of copies and symbols to keep; `None`: [`KEEP_BUDGET`].
+    budget: Option<u64>,
     /// Rebuilt bytes the application has not taken yet.
     rebuilt: VecDeque<RebuiltChunk>,
     /// Rebuilds handed out to the driver (`rebuild_elsewhere`), not yet taken.
@@ -48,9 +50,21 @@ impl Receiver {
 
     fn store(&mut self) -> &mut Store {
         let chunk = self.chunk_size();
+        let budget = self.coding.budget.unwrap_or(KEEP_BUDGET);
         self.coding
             .store
-            .get_or_insert_with(|| Store::new(chunk, KEEP_BUDGET))
+            .get_or_insert_with(|| Store::new(chunk, budget))
+    }
+
+    /// Keep at most `bytes` of chunk copies and symbols for coding (default and most useful:
+    /// [`KEEP_BUDGET`], what a sender may have outstanding). A server with many sessions
+    /// shares a pool among them; a session kept below the sender's bound drops copies, which
+    /// costs that sender retransmissions, never correctness.
+    pub fn set_coding_budget(&mut self, bytes: u64) {
+        self.coding.budget = Some(bytes);
+        if let Some(s) = self.coding.store.as_mut() {
+            s.set_budget(bytes);
+        }
     }
 
     /// Counters of coding.

@@ -36,6 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use spate_proto::coding::KEEP_BUDGET;
 use spate_proto::endpoint::{Endpoint, Handled, Host};
 use spate_proto::wire::{CloseCode, PacketType};
 use spate_proto::{Instant, ReceiverConfig};
@@ -60,6 +61,11 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 /// How often the loop looks at a session whose writer is behind, so that the room it frees
 /// reaches a sender held back by its Write Limit (spec §7.4) within a few milliseconds.
 const WRITER_CHECK: Duration = Duration::from_millis(2);
+/// Memory for coding (chunk copies and repair symbols, spec §6.9) of all sessions together:
+/// each session gets an equal share, at most the 128 MiB a sender may have outstanding, so a
+/// server with up to 4 transfers gives each all it can use, and 64 hostile sessions hold at
+/// most 512 MiB between them (and only what they sent).
+const CODING_POOL: u64 = 512 << 20;
 /// How often the loop looks for finished rebuilds while some are queued (a rebuild takes a
 /// few milliseconds).
 const REBUILD_CHECK: Duration = Duration::from_millis(1);
@@ -299,6 +305,9 @@ impl Server {
             self.start_resumed_writers();
             self.take_rebuilt();
             let now = self.clock.now();
+            // §6.9: sessions share the coding pool; up to 4 get the full 128 MiB each.
+            // (Half-open sessions hold no copies: before validation nothing is kept.)
+            let share = (CODING_POOL / self.endpoint.validated().max(1) as u64).min(KEEP_BUDGET);
             let mut next = now + MAX_WAIT;
             if self.rebuilder.pending() > 0 {
                 // A rebuild takes milliseconds: look for its result soon.
@@ -306,6 +315,7 @@ impl Server {
             }
             let mut ended = Vec::new();
             for (id, s) in self.endpoint.iter_mut() {
+                s.rx.inner_mut().set_coding_budget(share);
                 session::step(s, now, &self.socket, &mut out, &mut self.ctx)?;
                 let expired = s.expired(now);
                 if s.rx.inner().is_closed() || expired {
