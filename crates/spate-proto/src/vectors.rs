@@ -479,12 +479,20 @@ pub fn all() -> Vec<Vector> {
         .varint("Object", 1)
         .varint("First Chunk", 0)
         .varint("Object", 1)
-        .varint("First Chunk", 4096);
+        .varint("First Chunk", 4096)
+        .varint("Extension Type", 3)
+        .put(
+            "Extension Length",
+            "4 (the Value is one 4-byte varint)",
+            vec![0x04],
+        )
+        .varint("Keep Limit", 32 << 20);
     v.push(Vector {
         name: "feedback-rebuilt",
         description: "FEEDBACK (§4.5, §6.9) listing Rebuilt Blocks (extension type 2): the \
                       coded blocks of object 1 that start at chunks 0 and 4096 were rebuilt \
-                      from repair symbols",
+                      from repair symbols; and a Keep Limit (type 3): this receiver keeps 32 MiB \
+                      of coded chunks, not the 128 MiB a sender may otherwise have outstanding",
         kind: Kind::Packet,
         fields: g.0,
     });

@@ -78,6 +78,8 @@ thread_local! {
         const { std::cell::Cell::new(spate_proto::coding::Fec::Auto) };
     /// Whether this test's receiver hands its rebuilds out (`rebuild_elsewhere`).
     static ELSEWHERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// This test's receiver's coding budget, if not the default.
+    static KEEP: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
 }
 
 fn receiver_config() -> ReceiverConfig {
@@ -237,8 +239,14 @@ fn run_from(
                 if to_rx {
                     match receiver.as_mut() {
                         None => {
-                            receiver =
-                                Receiver::accept(receiver_config(), now, &mut bytes, TOKEN).ok()
+                            receiver = Receiver::accept(receiver_config(), now, &mut bytes, TOKEN)
+                                .ok()
+                                .map(|mut r| {
+                                    if let Some(b) = KEEP.with(|k| k.get()) {
+                                        r.set_coding_budget(b);
+                                    }
+                                    r
+                                })
                         }
                         Some(r) => {
                             if let Some(w) = writer.as_mut() {
@@ -730,6 +738,15 @@ fn tail_losses_are_rebuilt_without_a_round_trip() {
     ELSEWHERE.with(|e| e.set(false));
     assert_exact(&elsewhere, &sizes);
     assert_eq!(elsewhere.end, auto.end);
+    // A receiver that keeps only 128 KiB says so (Keep Limit): the sender codes within it, so
+    // the receiver never has to drop a copy or a symbol.
+    KEEP.with(|k| k.set(Some(128 << 10)));
+    let small = run_with(spate_proto::coding::Fec::Auto);
+    KEEP.with(|k| k.set(None));
+    assert_exact(&small, &sizes);
+    let st = small.receiver.as_ref().unwrap().coding_stats();
+    assert!(st.rebuilt_chunks > 0, "{st:?}");
+    assert_eq!(st.over_budget, 0, "{st:?}");
     assert_eq!(
         elsewhere.receiver.as_ref().unwrap().coding_stats(),
         auto.receiver.as_ref().unwrap().coding_stats()

@@ -245,8 +245,10 @@ pub(crate) struct Coder {
     pub pending: VecDeque<PendingSymbol>,
     /// Coded blocks not yet known held, by (object, first chunk).
     pub blocks: BTreeMap<(u32, u32), CodedBlock>,
-    /// Chunk bytes in `blocks` and the open block (at most [`super::KEEP_BUDGET`]).
+    /// Chunk bytes in `blocks` and the open block (at most [`keep_limit`](Self::keep_limit)).
     pub outstanding: u64,
+    /// The receiver's last Keep Limit (§6.9), at most [`super::KEEP_BUDGET`].
+    pub keep_limit: u64,
     lost: f64,
     judged: f64,
     runs: f64,
@@ -268,6 +270,7 @@ impl Coder {
             pending: VecDeque::new(),
             blocks: BTreeMap::new(),
             outstanding: 0,
+            keep_limit: super::KEEP_BUDGET,
             lost: 0.0,
             judged: 0.0,
             runs: 0.0,

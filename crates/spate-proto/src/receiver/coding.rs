@@ -201,6 +201,14 @@ impl Receiver {
         self.after_object_bytes(object);
     }
 
+    /// The Keep Limit of the next report (§6.9): the coding budget, when it is below what a
+    /// sender may otherwise have outstanding.
+    pub(super) fn keep_limit(&self) -> Option<u64> {
+        self.coding
+            .budget
+            .filter(|&b| b < KEEP_BUDGET && self.coding_accepted())
+    }
+
     /// The Rebuilt Blocks of the next report; each block is listed in up to 8 reports.
     pub(super) fn take_rebuilt(&mut self) -> Rebuilt {
         let mut out = Rebuilt::default();

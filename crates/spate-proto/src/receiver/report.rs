@@ -205,6 +205,7 @@ impl Receiver {
             first_missing_offset,
             write_limit: self.take_write_limit(),
             rebuilt: self.take_rebuilt(),
+            keep_limit: self.keep_limit(),
         };
         let floor = self.report_floor();
         let h = self.header(PacketType::Feedback, repr.flags.bits())?;

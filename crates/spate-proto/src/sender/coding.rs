@@ -12,7 +12,6 @@ use core::time::Duration;
 use super::Sender;
 use crate::cc::RateControl;
 use crate::coding::plan::{block_time, CodedBlock, OpenBlock, PendingSymbol, MAX_CHUNKS};
-use crate::coding::KEEP_BUDGET;
 use crate::recovery::{Chunk, SentKind};
 use crate::time::Instant;
 
@@ -38,7 +37,7 @@ impl Sender {
                 self.close_block(now);
             }
         }
-        if self.coder.outstanding + cs > KEEP_BUDGET {
+        if self.coder.outstanding + cs > self.coder.keep_limit {
             self.close_block(now);
             return false;
         }

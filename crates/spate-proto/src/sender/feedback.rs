@@ -168,8 +168,12 @@ impl Sender {
             self.coder.on_acked(t, outcomes.len() as u64);
         }
         self.scratch = outcomes;
-        // §6.9: blocks the receiver rebuilt are held, every byte.
+        // §6.9: blocks the receiver rebuilt are held, every byte; the Keep Limit (the latest,
+        // absent = 128 MiB) bounds the coded data outstanding.
         self.on_rebuilt(f.repr.rebuilt.iter());
+        self.coder.keep_limit = f.repr.keep_limit.map_or(crate::coding::KEEP_BUDGET, |l| {
+            l.min(crate::coding::KEEP_BUDGET)
+        });
 
         self.apply_watermark(wm_obj, wm_off);
         if flags.complete {

@@ -13,7 +13,8 @@
 //!   { Gap (varint), Length (varint) } × Range Count
 //!   Extensions (..)                  { Type (varint), Length (varint), Value (Length bytes) } ×
 //!                                    until the end; type 1: Write Limit (a varint);
-//!                                    type 2: Rebuilt Blocks ({Object, First Chunk} varints)
+//!                                    type 2: Rebuilt Blocks ({Object, First Chunk} varints);
+//!                                    type 3: Keep Limit (a varint)
 //! FEEDBACK flags (header bits 4–7):
 //!   0x1 COMPLETE   the receiver holds every byte of every object
 //! ```
@@ -78,6 +79,9 @@ pub struct FeedbackRepr {
     pub write_limit: Option<u64>,
     /// Extension type 2: coded blocks the receiver rebuilt recently (spec §6.9).
     pub rebuilt: Rebuilt,
+    /// Extension type 3: the chunk bytes of coded blocks the receiver can keep, when less
+    /// than the 128 MiB a sender may otherwise have outstanding (spec §6.9).
+    pub keep_limit: Option<u64>,
 }
 
 /// Extension type of the Write Limit (spec §4.5).
@@ -85,6 +89,9 @@ pub const EXT_WRITE_LIMIT: u64 = 1;
 
 /// Extension type of Rebuilt Blocks (spec §4.5, §6.9).
 pub const EXT_REBUILT: u64 = 2;
+
+/// Extension type of the Keep Limit (spec §4.5, §6.9).
+pub const EXT_KEEP_LIMIT: u64 = 3;
 
 /// Blocks a report lists as rebuilt: (object, first chunk) pairs, at most
 /// [`Rebuilt::CAPACITY`] (a receiver lists its most recent ones; older ones are covered by the
@@ -142,7 +149,10 @@ impl FeedbackRepr {
         } else {
             ext(EXT_REBUILT, self.rebuilt.value_len())
         };
-        limit + rebuilt
+        let keep = self
+            .keep_limit
+            .map_or(0, |l| ext(EXT_KEEP_LIMIT, crate::codec::varint_len(l)));
+        limit + rebuilt + keep
     }
 
     /// Write the body with as many of `ranges` as fit; returns how many were written.
@@ -209,6 +219,11 @@ impl FeedbackRepr {
                 w.varint(u64::from(c))?;
             }
         }
+        if let Some(limit) = self.keep_limit {
+            w.varint(EXT_KEEP_LIMIT)?;
+            w.varint(crate::codec::varint_len(limit) as u64)?;
+            w.varint(limit)?;
+        }
         Ok(count as usize + 1)
     }
 }
@@ -253,7 +268,7 @@ impl<'a> Feedback<'a> {
                 .ok_or(WireError::Invalid("range below packet number zero"))?;
         }
         let bytes = r.slice(start, r.position());
-        let (write_limit, rebuilt) = decode_extensions(r.rest());
+        let (write_limit, rebuilt, keep_limit) = decode_extensions(r.rest());
         let ranges = AckRanges {
             largest,
             first_range,
@@ -270,6 +285,7 @@ impl<'a> Feedback<'a> {
                 first_missing_offset,
                 write_limit,
                 rebuilt,
+                keep_limit,
             },
             ranges,
         })
@@ -284,10 +300,11 @@ impl<'a> Feedback<'a> {
 /// The extensions after the ranges (§4.5): the Write Limit and the Rebuilt Blocks, if there.
 /// Unknown types are skipped; from a field that does not fit (or a known type whose Value does
 /// not have its form) the rest is ignored, never the report.
-fn decode_extensions(bytes: &[u8]) -> (Option<u64>, Rebuilt) {
+fn decode_extensions(bytes: &[u8]) -> (Option<u64>, Rebuilt, Option<u64>) {
     let mut r = Reader::new(bytes);
     let mut limit = None;
     let mut rebuilt = Rebuilt::default();
+    let mut keep = None;
     while r.remaining() > 0 {
         let (Ok(ty), Ok(len)) = (r.varint(), r.varint()) else {
             break;
@@ -298,10 +315,11 @@ fn decode_extensions(bytes: &[u8]) -> (Option<u64>, Rebuilt) {
         else {
             break;
         };
-        if ty == EXT_WRITE_LIMIT {
+        if ty == EXT_WRITE_LIMIT || ty == EXT_KEEP_LIMIT {
             let mut v = Reader::new(value);
             match v.varint() {
-                Ok(l) if v.remaining() == 0 => limit = Some(l),
+                Ok(l) if v.remaining() == 0 && ty == EXT_WRITE_LIMIT => limit = Some(l),
+                Ok(l) if v.remaining() == 0 => keep = Some(l),
                 _ => break,
             }
         } else if ty == EXT_REBUILT {
@@ -311,7 +329,7 @@ fn decode_extensions(bytes: &[u8]) -> (Option<u64>, Rebuilt) {
             }
         }
     }
-    (limit, rebuilt)
+    (limit, rebuilt, keep)
 }
 
 /// A Rebuilt Blocks Value: whole (Object, First Chunk) pairs of varints, each fitting 32 bits,

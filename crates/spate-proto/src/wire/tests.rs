@@ -94,6 +94,7 @@ fn feedback_ranges_follow_rfc9000_arithmetic() {
         first_missing_offset: 0,
         write_limit: None,
         rebuilt: Rebuilt::default(),
+        keep_limit: None,
     };
     // Received: 90..=100, 80..=85, 10..=10. Gaps: 86..=89 (4 missing → Gap 3), 11..=79 (Gap 68).
     let ranges = [(90u64, 100u64), (80, 85), (10, 10)];
@@ -373,4 +374,25 @@ fn repair_round_trips_and_refuses_what_the_code_cannot_mean() {
     );
     assert!(bad([0, 0, 0, 1, 0, 0, 0, 1, 0, 16, 0, 3], &[]), "no symbol");
     assert!(!bad([0, 0, 0, 1, 0, 0, 0, 1, 0, 16, 0, 3], &[1, 2]));
+}
+
+/// The Keep Limit (extension type 3, §6.9) rides with the others; a malformed one is ignored
+/// with the rest of the extensions.
+#[test]
+fn feedback_carries_a_keep_limit() {
+    let repr = FeedbackRepr {
+        first_missing_object: 1,
+        keep_limit: Some(32 << 20),
+        ..FeedbackRepr::default()
+    };
+    let bytes = encode(|w| {
+        repr.encode(w, [(3u64, 9u64)].into_iter()).unwrap();
+    });
+    assert!(bytes.ends_with(&[0x03, 0x04, 0x82, 0x00, 0x00, 0x00]));
+    let f = Feedback::decode(&mut crate::codec::Reader::new(&bytes)).unwrap();
+    assert_eq!(f.repr, repr);
+    let mut bad = bytes[..bytes.len() - 6].to_vec();
+    bad.extend_from_slice(&[0x03, 0x02, 0x01, 0x01]);
+    let f = Feedback::decode(&mut crate::codec::Reader::new(&bad)).unwrap();
+    assert_eq!(f.repr.keep_limit, None);
 }
