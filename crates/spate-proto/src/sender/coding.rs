@@ -274,16 +274,6 @@ impl Sender {
             self.exhaust(object, first);
         }
         let last = self.cursor >= self.data_end;
-        if std::env::var("DBG").is_ok() {
-            for (k, b) in &self.coder.blocks {
-                eprintln!("state {k:?} count {} next {} ca {} cl {} sa {} sl {} ex {} rel {} d {:.1} retx {} pend {}", b.count, b.next, b.chunks_acked, b.chunks_lost, b.symbols_acked, b.symbols_lost, b.exhausted, b.released, b.deficit(p), self.retransmit.len(), self.coder.pending.len());
-            }
-            eprintln!(
-                "--- out {} blocks {}",
-                self.coder.outstanding,
-                self.coder.blocks.len()
-            );
-        }
         let mut wants = Vec::new();
         for (&key, b) in &self.coder.blocks {
             if b.exhausted || b.closed_at.is_none() || !b.chunks_judged() {
