@@ -116,7 +116,6 @@ pub struct CodingStats {
 pub(crate) struct OpenBlock {
     pub object: u32,
     pub first: u32,
-    pub count: u32,
     pub started: Instant,
 }
 
@@ -374,11 +373,25 @@ impl Coder {
     }
 
     /// The block of new chunk index `index` of `object`, if it is coded.
-    pub fn block_of(&mut self, object: u32, index: u32) -> Option<(&(u32, u32), &mut CodedBlock)> {
+    pub fn block_of(&mut self, object: u32, index: u32) -> Option<&mut CodedBlock> {
+        let key = self.block_key(object, index)?;
+        self.blocks.get_mut(&key)
+    }
+
+    /// The key of the coded block chunk `index` of `object` lies in, if any.
+    pub fn block_key(&self, object: u32, index: u32) -> Option<(u32, u32)> {
         self.blocks
-            .range_mut(..=(object, index))
+            .range(..=(object, index))
             .next_back()
             .filter(|(&(o, first), b)| o == object && index < first + b.count)
+            .map(|(k, _)| *k)
+    }
+
+    /// Chunks in the block being filled (0 without one).
+    pub fn open_count(&self) -> u32 {
+        self.open
+            .and_then(|b| self.blocks.get(&(b.object, b.first)))
+            .map_or(0, |b| b.count)
     }
 
     /// Repair symbols to send right after a block of `count` chunks. `last` says the block

@@ -149,12 +149,13 @@ impl Store {
             return None;
         }
         let index = index as usize;
-        let fresh = self.blocks.get(&(object, first)).map_or(Some(true), |b| {
-            // A block is defined by its first chunk and count; a symbol that disagrees is
-            // not of this block (a confused or hostile sender) and is dropped.
-            (b.count == count && !b.symbols.iter().any(|(i, _)| *i == index)).then_some(false)
-        });
-        if fresh.is_none() {
+        // A block is defined by its first chunk and count; a symbol that disagrees is not of
+        // this block (a confused or hostile sender), and one already kept adds nothing.
+        let unwanted = self
+            .blocks
+            .get(&(object, first))
+            .is_some_and(|b| b.count != count || b.symbols.iter().any(|(i, _)| *i == index));
+        if unwanted {
             self.stats.useless_symbols += 1;
             return None;
         }

@@ -31,7 +31,7 @@ impl Sender {
         let max_time = block_time(self.rtt.smoothed());
         if let Some(b) = self.coder.open {
             let joins = b.object == c.object
-                && b.first + b.count == index
+                && b.first + self.coder.open_count() == index
                 && now.saturating_since(b.started) < max_time;
             if !joins {
                 self.close_block(now);
@@ -51,7 +51,6 @@ impl Sender {
             self.coder.open = Some(OpenBlock {
                 object: c.object,
                 first: index,
-                count: 0,
                 started: now,
             });
             // Known from its first chunk on, so that every acknowledgement and loss of its
@@ -60,16 +59,17 @@ impl Sender {
                 .blocks
                 .insert((c.object, index), CodedBlock::open());
         }
-        let Some(b) = self.coder.open.as_mut() else {
+        let Some(b) = self.coder.open else {
             return false;
         };
-        b.count += 1;
-        let key = (b.object, b.first);
-        if let Some(cb) = self.coder.blocks.get_mut(&key) {
-            cb.count += 1;
-        }
+        let Some(cb) = self.coder.blocks.get_mut(&(b.object, b.first)) else {
+            self.coder.open = None;
+            return false;
+        };
+        cb.count += 1;
+        let count = cb.count;
         self.coder.outstanding += cs;
-        if b.count == MAX_CHUNKS || c.end() == self.sizes[c.object as usize] {
+        if count == MAX_CHUNKS || c.end() == self.sizes[c.object as usize] {
             self.close_block(now);
         }
         true
@@ -82,11 +82,7 @@ impl Sender {
         let Ok(index) = u32::try_from(c.offset / cs) else {
             return false;
         };
-        self.coder
-            .blocks
-            .range(..=(c.object, index))
-            .next_back()
-            .is_some_and(|(&(o, first), b)| o == c.object && index < first + b.count)
+        self.coder.block_key(c.object, index).is_some()
     }
 
     /// Close the open block when no chunk will join it: all new data is sent, or its time is
@@ -122,16 +118,17 @@ impl Sender {
 
     /// Encode the open block and queue its symbols.
     fn close_block(&mut self, now: Instant) {
+        let count = self.coder.open_count();
         let Some(b) = self.coder.open.take() else {
             return;
         };
         let cs = self.chunk_payload();
-        let bytes = u64::from(b.count) * cs;
+        let bytes = u64::from(count) * cs;
         let last = self.time_left() <= self.loss_horizon(now);
-        let m = self.coder.symbols_for(b.count, last);
+        let m = self.coder.symbols_for(count, last);
         let size = self.sizes[b.object as usize];
-        let mut chunks = Vec::with_capacity(b.count as usize);
-        for i in 0..b.count {
+        let mut chunks = Vec::with_capacity(count as usize);
+        for i in 0..count {
             let offset = u64::from(b.first + i) * cs;
             let len = cs.min(size - offset) as u32;
             let mut v = vec![0u8; cs as usize];
@@ -208,7 +205,7 @@ impl Sender {
             }
             SentKind::Data { chunk, .. } => {
                 let index = (chunk.offset / cs) as u32;
-                let mut b = self.coder.block_of(chunk.object, index).map(|(_, b)| b);
+                let mut b = self.coder.block_of(chunk.object, index);
                 if let Some(b) = b.as_deref_mut() {
                     b.chunks_acked += 1;
                 }
@@ -242,7 +239,7 @@ impl Sender {
             SentKind::Data { chunk, .. } => {
                 let index = (chunk.offset / self.chunk_payload()) as u32;
                 match self.coder.block_of(chunk.object, index) {
-                    Some((_, b)) => {
+                    Some(b) => {
                         b.chunks_lost += 1;
                         !b.exhausted
                     }
@@ -256,6 +253,9 @@ impl Sender {
     /// After a report: give each coded block with a deficit the symbols it lacks; a block
     /// whose symbols ran out goes back to retransmission of what it still misses.
     pub(super) fn top_up_blocks(&mut self, now: Instant) {
+        if self.coder.blocks.is_empty() {
+            return;
+        }
         let p = self.coder.planning_loss();
         // However the counts went, a block not held long after it closed (several
         // loss-finding horizons, at least 200 ms) goes back to retransmission: the transfer
