@@ -27,7 +27,7 @@
 
 use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -109,6 +109,41 @@ pub fn normalize_dest(dest: &str) -> Result<String> {
     Ok(if dir { format!("{d}/") } else { d.to_owned() })
 }
 
+/// What a plan needs of a file's metadata: std's ([`fs::Metadata`]) for files found by path,
+/// cap-std's for files found beneath a directory handle.
+pub(crate) trait ScannedMeta {
+    /// (size, mode, mtime seconds, mtime nanoseconds, device, inode)
+    fn scanned(&self) -> (u64, u32, i64, i64, u64, u64);
+}
+
+impl ScannedMeta for fs::Metadata {
+    fn scanned(&self) -> (u64, u32, i64, i64, u64, u64) {
+        use std::os::unix::fs::MetadataExt as M;
+        (
+            self.len(),
+            M::mode(self),
+            M::mtime(self),
+            M::mtime_nsec(self),
+            M::dev(self),
+            M::ino(self),
+        )
+    }
+}
+
+impl ScannedMeta for cap_std::fs::Metadata {
+    fn scanned(&self) -> (u64, u32, i64, i64, u64, u64) {
+        use cap_std::fs::MetadataExt as M;
+        (
+            self.len(),
+            M::mode(self),
+            M::mtime(self),
+            M::mtime_nsec(self),
+            M::dev(self),
+            M::ino(self),
+        )
+    }
+}
+
 /// Build the plan for `sources` sent to `dest` (already normalised by [`normalize_dest`]).
 pub fn plan(sources: &[PathBuf], dest: &str, recursive: bool) -> Result<Plan> {
     plan_filtered(sources, dest, recursive, &Filter::default())
@@ -156,14 +191,7 @@ pub fn plan_filtered(
     recursive: bool,
     filter: &Filter,
 ) -> Result<Plan> {
-    let mut p = Plan {
-        manifest: Manifest {
-            destination: dest.to_owned(),
-            entries: vec![],
-        },
-        sources: vec![],
-        skipped: vec![],
-    };
+    let mut p = Plan::empty(dest);
     for src in sources {
         let meta = fs::metadata(src).with_context(|| format!("cannot read '{}'", src.display()))?;
         let path = source_name(src)?;
@@ -259,8 +287,33 @@ fn walk(p: &mut Plan, dir: &Path, prefix: &str, filter: &Filter) -> Result<()> {
 }
 
 impl Plan {
+    /// An empty plan of entries for `dest`.
+    pub(crate) fn empty(dest: &str) -> Plan {
+        Plan {
+            manifest: Manifest {
+                destination: dest.to_owned(),
+                entries: vec![],
+            },
+            sources: vec![],
+            skipped: vec![],
+        }
+    }
+
     fn push(&mut self, path: String, src: &Path, meta: &fs::Metadata) {
-        let dir = meta.is_dir();
+        self.push_scanned(path, src, meta.is_dir(), meta);
+    }
+
+    /// Add the entry `path`, read from `src`, as `meta` (std's or cap-std's metadata, from
+    /// wherever the scan looked) describes it; `dir`: it is a directory. Every later open of
+    /// `src` checks it is still the file of `meta` ([`SourceFile::open`]).
+    pub(crate) fn push_scanned(
+        &mut self,
+        path: String,
+        src: &Path,
+        dir: bool,
+        meta: &impl ScannedMeta,
+    ) {
+        let (len, mode, secs, nanos, dev, ino) = meta.scanned();
         self.manifest.entries.push(Entry {
             path,
             kind: if dir {
@@ -268,18 +321,18 @@ impl Plan {
             } else {
                 EntryKind::File
             },
-            size: if dir { 0 } else { meta.len() },
-            mode: meta.permissions().mode() & 0o7777,
+            size: if dir { 0 } else { len },
+            mode: mode & 0o7777,
             mtime: Some(Mtime {
-                secs: meta.mtime(),
-                nanos: meta.mtime_nsec().clamp(0, 999_999_999) as u32,
+                secs,
+                nanos: nanos.clamp(0, 999_999_999) as u32,
             }),
             digest: None,
         });
         self.sources.push((!dir).then(|| SourceFile {
             path: src.to_path_buf(),
-            dev: meta.dev(),
-            ino: meta.ino(),
+            dev,
+            ino,
         }));
     }
 

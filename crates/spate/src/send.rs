@@ -9,6 +9,7 @@
 //! and retried when the socket is writable, never dropped.
 
 use std::net::SocketAddr;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -163,8 +164,95 @@ pub fn send_on(
     manifest: &Manifest,
     source: &mut impl Source,
     cfg: &SendConfig,
+    progress: impl FnMut(&Sender),
+) -> Result<SendResult> {
+    let session = crate::random::u64() as u32;
+    send_via(Link::own(&socket), session, manifest, source, cfg, progress)
+}
+
+/// Where a sending loop's datagrams come from.
+///
+/// A sender on its own socket reads that socket. A sender that shares another loop's socket
+/// (sending from that port) is handed the datagrams of its session id by that loop.
+pub struct Link<'a> {
+    socket: &'a Socket,
+    inbox: Option<&'a mpsc::Receiver<Vec<u8>>>,
+    /// A datagram taken from the inbox while waiting.
+    held: Option<Vec<u8>>,
+    batch: RecvBatch,
+}
+
+impl<'a> Link<'a> {
+    /// Send and receive on `socket`.
+    pub fn own(socket: &'a Socket) -> Link<'a> {
+        Link {
+            socket,
+            inbox: None,
+            held: None,
+            batch: RecvBatch::default(),
+        }
+    }
+
+    /// Send on `socket`, which another thread reads; receive what it routes to `inbox`.
+    pub fn shared(socket: &'a Socket, inbox: &'a mpsc::Receiver<Vec<u8>>) -> Link<'a> {
+        Link {
+            inbox: Some(inbox),
+            ..Link::own(socket)
+        }
+    }
+
+    /// Hand every datagram waiting to `f`.
+    fn recv(&mut self, mut f: impl FnMut(&mut [u8])) -> std::io::Result<()> {
+        match self.inbox {
+            None => {
+                while self.socket.recv(&mut self.batch)? > 0 {
+                    self.batch.for_each(|_, d| f(d));
+                }
+            }
+            Some(inbox) => {
+                for mut d in self.held.take().into_iter().chain(inbox.try_iter()) {
+                    f(&mut d);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sleep until a datagram arrives or `timeout` passes (or, with `writable`, the socket
+    /// takes more); true if datagrams may be waiting.
+    fn wait(&mut self, timeout: Duration, writable: bool) -> std::io::Result<bool> {
+        let Some(inbox) = self.inbox else {
+            return self.socket.wait(timeout, writable);
+        };
+        if writable {
+            // The socket is the server's: its readiness to write is all we could wait for,
+            // and the server loop wakes on its readability. Look again soon.
+            std::thread::sleep(timeout.min(STARVED_WAIT));
+            return Ok(true);
+        }
+        match inbox.recv_timeout(timeout) {
+            Ok(d) => {
+                self.held = Some(d);
+                Ok(true)
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => Ok(false),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                Err(std::io::Error::other("the server is stopping"))
+            }
+        }
+    }
+}
+
+/// Send `manifest` as session `session` over `link`.
+pub fn send_via(
+    mut link: Link<'_>,
+    session: u32,
+    manifest: &Manifest,
+    source: &mut impl Source,
+    cfg: &SendConfig,
     mut progress: impl FnMut(&Sender),
 ) -> Result<SendResult> {
+    let socket = link.socket;
     let clock = Clock::new();
     let mut scfg = SenderConfig::new(cfg.rate);
     // Verification (spec §6.8) checks each file against its digest, so it needs one for every
@@ -180,7 +268,6 @@ pub fn send_on(
     scfg.handshake_timeout = cfg.connect_timeout;
     scfg.idle_timeout = cfg.idle_timeout;
     let datagram = usize::from(scfg.max_datagram);
-    let session = crate::random::u64() as u32;
     // Up to 44 datagrams of 1472 bytes per call: the kernel's GSO limits (Socket::max_batch).
     let segments = socket.max_batch(datagram);
     scfg.batch = segments;
@@ -195,7 +282,6 @@ pub fn send_on(
         .map_err(|e| anyhow::anyhow!("cannot send these files: {e}"))?;
     let mut buf = vec![0u8; segments * datagram];
     let mut pending: Option<(usize, usize)> = None;
-    let mut batch = RecvBatch::default();
     let mut last_progress = Instant::ZERO;
     let mut failure: Option<SessionError> = None;
     let mut first_data: Option<std::time::Instant> = None;
@@ -208,14 +294,11 @@ pub fn send_on(
     loop {
         if readable || clock.now().saturating_since(last_recv) >= RECV_CHECK {
             last_recv = clock.now();
-            while socket.recv(&mut batch)? > 0 {
-                let now = clock.now();
-                // Any source: the core keeps only this session's packets (by session id), and
-                // a server with several addresses may answer from another one.
-                batch.for_each(|_, d| {
-                    let _ = sender.handle_datagram(now, d);
-                });
-            }
+            // Any source: the core keeps only this session's packets (by session id), and
+            // a server with several addresses may answer from another one.
+            link.recv(|d| {
+                let _ = sender.handle_datagram(clock.now(), d);
+            })?;
         }
         let now = clock.now();
         if sender.poll_timeout().is_some_and(|t| t <= now) {
@@ -258,7 +341,7 @@ pub fn send_on(
             wait = wait.min(STARVED_WAIT);
         }
         if !wait.is_zero() || pending.is_some() {
-            readable = socket.wait(wait, pending.is_some())?;
+            readable = link.wait(wait, pending.is_some())?;
         } else {
             readable = false;
         }
