@@ -11,8 +11,9 @@
 //!   Entry Count (varint)
 //!   Entry × Entry Count:
 //!     Flags (8)            bit 0: digest present; bit 1: mtime present;
-//!                          bits 2–3: kind (0 = file, 1 = directory, 2 = streamed file);
-//!                          bits 4–7 unassigned
+//!                          bits 2–3: kind (0 = file, 1 = directory, 2 = streamed file,
+//!                          3 = request); bit 4: RECURSIVE (requests only);
+//!                          bits 5–7 unassigned
 //!     Size (varint)        bytes of the file (0 for a directory)
 //!     Mode (varint)        permission bits (low 12 bits); 0 = unspecified
 //!     [Mtime Seconds (varint, zigzag)]  if bit 1: seconds since 1970-01-01 UTC
@@ -40,6 +41,11 @@
 //! > file's Size bytes followed by the 32-byte BLAKE3 digest of those bytes, so a sender can
 //! > start before it has read the file and hashes each byte as it reads it for sending.
 //!
+//! > §5.6: The object 0 of a session whose HELLO sets GET is a **request**: a manifest whose
+//! > entries are all of kind 3, each naming a path (or a glob) on the receiver that the
+//! > receiver is asked to send back in an answering session. A receiver that predates
+//! > requests refuses kind 3, so a request is never mistaken for files to write.
+//!
 //! Decoding never panics and bounds what a hostile sender can make us allocate.
 
 use std::collections::HashMap;
@@ -64,6 +70,12 @@ pub enum EntryKind {
     /// A regular file whose object is its bytes followed by their 32-byte BLAKE3 digest
     /// ([`DIGEST_TRAILER`]); its manifest entry carries no digest.
     StreamedFile,
+    /// A request (§5.6): send me what this path names on your side; `recursive`: a
+    /// directory with everything below it. Its object is empty.
+    Request {
+        /// Directories are sent with everything below them (like `scp -r`).
+        recursive: bool,
+    },
 }
 
 impl EntryKind {
@@ -71,7 +83,15 @@ impl EntryKind {
     pub fn is_file(self) -> bool {
         matches!(self, EntryKind::File | EntryKind::StreamedFile)
     }
+
+    /// A request entry (§5.6).
+    pub fn is_request(self) -> bool {
+        matches!(self, EntryKind::Request { .. })
+    }
 }
+
+/// Entry flag of a request (§5.6): send a directory with everything below it.
+const FLAG_RECURSIVE: u8 = 0x10;
 
 /// Bytes after a streamed file's content in its object: the BLAKE3 digest of the content.
 pub const DIGEST_TRAILER: u64 = 32;
@@ -115,12 +135,24 @@ impl Entry {
         }
     }
 
+    /// A request entry (§5.6) for `path` on the receiver.
+    pub fn request(path: impl Into<String>, recursive: bool) -> Self {
+        Entry {
+            path: path.into(),
+            kind: EntryKind::Request { recursive },
+            size: 0,
+            mode: 0,
+            mtime: None,
+            digest: None,
+        }
+    }
+
     /// Bytes of this entry's object (§5.1): the size, and for a streamed file the digest
     /// that follows it.
     pub fn object_len(&self) -> u64 {
         match self.kind {
             EntryKind::StreamedFile => self.size.saturating_add(DIGEST_TRAILER),
-            EntryKind::File | EntryKind::Directory => self.size,
+            EntryKind::File | EntryKind::Directory | EntryKind::Request { .. } => self.size,
         }
     }
 }
@@ -224,6 +256,14 @@ pub fn validate_path(path: &str) -> Result<(), &'static str> {
 }
 
 impl Manifest {
+    /// A request (§5.6): its entries are requests (the first decides; [`validate`] refuses
+    /// a mix).
+    ///
+    /// [`validate`]: Self::validate
+    pub fn is_request(&self) -> bool {
+        self.entries.first().is_some_and(|e| e.kind.is_request())
+    }
+
     /// Total bytes of all files (digest trailers not counted).
     pub fn total_bytes(&self) -> u64 {
         self.entries
@@ -291,6 +331,14 @@ impl Manifest {
             destination: self.destination.clone(),
             why,
         })?;
+        // §5.6: a request is all requests (and a manifest of files has none).
+        let request = self.is_request();
+        if request && !self.destination.is_empty() {
+            return Err(ManifestError::BadDestination {
+                destination: self.destination.clone(),
+                why: "must be empty in a request",
+            });
+        }
         // Path → (index, kind) of the entries so far.
         let mut seen: HashMap<&str, (usize, EntryKind)> =
             HashMap::with_capacity(self.entries.len());
@@ -300,6 +348,18 @@ impl Manifest {
                 path: e.path.clone(),
                 why,
             })?;
+            if e.kind.is_request() != request {
+                return Err(ManifestError::BadEntry {
+                    index,
+                    why: "a request mixed with other entries",
+                });
+            }
+            if request && (e.size != 0 || e.mode != 0 || e.mtime.is_some() || e.digest.is_some()) {
+                return Err(ManifestError::BadEntry {
+                    index,
+                    why: "a request entry with a size, mode, mtime or digest",
+                });
+            }
             if e.kind == EntryKind::Directory && e.size != 0 {
                 return Err(ManifestError::BadEntry {
                     index,
@@ -335,7 +395,8 @@ impl Manifest {
                     path: e.path.clone(),
                 });
             }
-            if let Some((parent, _)) = e.path.rsplit_once('/') {
+            // Requests name paths on the receiver, which has their parents.
+            if let Some((parent, _)) = e.path.rsplit_once('/').filter(|_| !request) {
                 if !matches!(seen.get(parent), Some((_, EntryKind::Directory))) {
                     return Err(ManifestError::BadPath {
                         index,
@@ -369,8 +430,11 @@ impl Manifest {
                 EntryKind::File => 0u8,
                 EntryKind::Directory => 1,
                 EntryKind::StreamedFile => 2,
+                EntryKind::Request { .. } => 3,
             };
+            let recursive = matches!(e.kind, EntryKind::Request { recursive: true });
             let flags = (if e.digest.is_some() { FLAG_DIGEST } else { 0 })
+                | (if recursive { FLAG_RECURSIVE } else { 0 })
                 | (if e.mtime.is_some() { FLAG_MTIME } else { 0 })
                 | (kind << KIND_SHIFT);
             w.u8(flags)?;
@@ -421,12 +485,9 @@ impl Manifest {
                 0 => EntryKind::File,
                 1 => EntryKind::Directory,
                 2 => EntryKind::StreamedFile,
-                _ => {
-                    return Err(ManifestError::BadEntry {
-                        index,
-                        why: "unknown entry kind",
-                    })
-                }
+                _ => EntryKind::Request {
+                    recursive: flags & FLAG_RECURSIVE != 0,
+                },
             };
             let size = r.varint()?;
             let mode = r.varint()?;
@@ -704,9 +765,44 @@ mod tests {
         let mut huge = e;
         huge.size = VARINT_MAX - DIGEST_TRAILER + 1;
         assert!(Manifest::new(vec![huge]).encode().is_err());
-        // Kind 3 stays invalid.
+        // Kind 3 is a request, which has no size.
         let mut kind3 = bytes;
         kind3[2] |= 3 << KIND_SHIFT;
         assert!(Manifest::decode(&kind3).is_err());
+    }
+
+    /// §5.6: a request is all request entries, with an empty destination and nothing but a
+    /// path (patterns included, parents not listed) and the RECURSIVE bit.
+    #[test]
+    fn requests_follow_their_rules() {
+        let m = Manifest::new(vec![
+            Entry::request("logs/*.gz", false),
+            Entry::request("photos/2024", true),
+        ]);
+        assert!(m.is_request());
+        let bytes = m.encode().unwrap();
+        assert_eq!(bytes[2], 3 << KIND_SHIFT);
+        assert_eq!(
+            bytes[2 + 4 + "logs/*.gz".len()],
+            3 << KIND_SHIFT | FLAG_RECURSIVE
+        );
+        assert_eq!(Manifest::decode(&bytes).unwrap(), m);
+        assert_eq!(m.object_size(1), Some(0));
+        let refused = |m: Manifest| m.encode().unwrap_err().to_string();
+        let mut mixed = m.clone();
+        mixed.entries.push(Entry::file("f", 1));
+        assert!(refused(mixed).contains("mixed"));
+        let mut dest = m.clone();
+        dest.destination = "in".into();
+        assert!(refused(dest).contains("empty in a request"));
+        let mut sized = m.clone();
+        sized.entries[0].size = 1;
+        assert!(refused(sized).contains("a request entry with a size"));
+        for bad in ["../etc/passwd", "/etc/passwd", "a//b"] {
+            assert!(Manifest::new(vec![Entry::request(bad, false)])
+                .encode()
+                .is_err());
+        }
+        assert!(!Manifest::new(vec![Entry::file("f", 1)]).is_request());
     }
 }

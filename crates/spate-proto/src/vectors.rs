@@ -139,6 +139,14 @@ pub const SESSION: u32 = 0x5350_4154;
 /// The address-validation token of the example ACCEPT, echoed by the example PING (§4.8).
 pub const EXAMPLE_TOKEN: u64 = 0x5a17_e0c0_ffee_0001;
 
+/// The example request (§5.6): a glob, and a directory asked for with everything below it.
+pub fn example_request() -> Manifest {
+    Manifest::new(vec![
+        crate::Entry::request("logs/*.gz", false),
+        crate::Entry::request("photos", true),
+    ])
+}
+
 /// The example manifest: Destination `in/`, a directory, a file below it, an empty file, a
 /// streamed file.
 pub fn example_manifest() -> Manifest {
@@ -213,13 +221,19 @@ fn manifest_fields(f: &mut Fields, m: &Manifest) {
             crate::EntryKind::File => (0, "file"),
             crate::EntryKind::Directory => (1, "directory"),
             crate::EntryKind::StreamedFile => (2, "streamed file"),
+            crate::EntryKind::Request { .. } => (3, "request"),
         };
-        let flags = u8::from(e.digest.is_some()) | u8::from(e.mtime.is_some()) << 1 | kind << 2;
+        let recursive = matches!(e.kind, crate::EntryKind::Request { recursive: true });
+        let flags = u8::from(e.digest.is_some())
+            | u8::from(e.mtime.is_some()) << 1
+            | kind << 2
+            | u8::from(recursive) << 4;
         let what = format!(
-            "{flags:#04x}: {}{}kind {}",
+            "{flags:#04x}: {}{}kind {}{}",
             if e.digest.is_some() { "digest, " } else { "" },
             if e.mtime.is_some() { "mtime, " } else { "" },
-            kind_name
+            kind_name,
+            if recursive { ", RECURSIVE" } else { "" }
         );
         f.put("Flags", what, vec![flags])
             .varint("Size", e.size)
@@ -255,6 +269,16 @@ pub fn all() -> Vec<Vector> {
                       mtime), the file \"docs/a.txt\" (5 bytes \"hello\", with digest), an \
                       empty file \"empty\" (digest of no bytes) and the streamed file \
                       \"docs/b.txt\" (5 bytes, its digest after them in its object)",
+        kind: Kind::Manifest,
+        fields: f.0,
+    });
+
+    let mut f = Fields(Vec::new());
+    manifest_fields(&mut f, &example_request());
+    v.push(Vector {
+        name: "request",
+        description: "object 0 of a GET session (§5.6): the requests \"logs/*.gz\" (a glob) and \
+                      \"photos\" with RECURSIVE",
         kind: Kind::Manifest,
         fields: f.0,
     });
@@ -561,7 +585,12 @@ pub fn check(v: &Vector) -> Result<(), String> {
     let again = match v.kind {
         Kind::Manifest => {
             let m = Manifest::decode(&bytes).map_err(|e| format!("{}: {e}", v.name))?;
-            if m != example_manifest() {
+            let expected = if v.name == "request" {
+                example_request()
+            } else {
+                example_manifest()
+            };
+            if m != expected {
                 return Err(format!("{}: decodes to {m:?}", v.name));
             }
             m.encode().map_err(|e| format!("{}: {e}", v.name))?

@@ -138,11 +138,17 @@ fn a_refused_manifest_gets_a_close_and_no_accept() {
     trailing.push(0);
     let trailing = hello(0, 1232, 1, &trailing, 1232);
     let orphan = hello(0, 1232, 1, &one_file("d/a", 10, false), 1232);
+    // §5.6: GET carries a request (entries of kind 3), and only GET does.
+    let request = [0, 1, 3 << 2, 0, 0, 1, b'a'];
+    let get_with_files = hello(0x4, 1232, 1, &one_file("a", 10, false), 1232);
+    let request_without_get = hello(0, 1232, 1, &request, 1232);
     for (what, mut d) in [
         ("count", count_mismatch),
         ("path", bad_path),
         ("trailing", trailing),
         ("orphan", orphan),
+        ("GET with files", get_with_files),
+        ("a request without GET", request_without_get),
     ] {
         let mut r = assert_closed_with(&mut d, CloseCode::Refused, what);
         // A repeated HELLO is not answered with ACCEPT either.
@@ -151,12 +157,45 @@ fn a_refused_manifest_gets_a_close_and_no_accept() {
     }
 }
 
+/// §5.6: a GET's request completes at once (its objects are empty), asks nothing to be
+/// written, and with RESUME asks that the answer resume — without this session resuming.
+#[test]
+fn a_request_completes_and_waits_for_its_answer() {
+    let request = [0, 1, 3 << 2 | 0x10, 0, 0, 1, b'a'];
+    let mut d = hello(0x1 | 0x2 | 0x4, 1232, 1, &request, 1232);
+    let mut r = Receiver::accept(cfg(), Instant::ZERO, &mut d, TOKEN).unwrap();
+    let accept = answers(&mut r, Instant::ZERO);
+    assert_eq!(accept[0].0, wire::PacketType::Accept);
+    assert_eq!(
+        accept[0].1 & wire::ACCEPT_RESUME,
+        0,
+        "no RESUME in a request's ACCEPT"
+    );
+    validate(&mut r, 9, 1);
+    assert!(r.is_get() && r.answer_resumes());
+    let m = r.manifest().unwrap();
+    assert_eq!(
+        m.entries[0].kind,
+        spate_proto::EntryKind::Request { recursive: true }
+    );
+    assert!(!r.wants_resume());
+    // VERIFY: COMPLETE only once the application confirms (its answer is ready).
+    let mut events = Vec::new();
+    while let Some(e) = r.poll_event() {
+        events.push(e);
+    }
+    assert!(
+        events.contains(&spate_proto::ReceiverEvent::Complete),
+        "{events:?}"
+    );
+}
+
 /// §8.4: unassigned bits of every flag field are ignored: the header's and an entry's.
 #[test]
 fn unassigned_flag_bits_are_ignored() {
     let mut m = one_file("a", 10, false);
     m[2] |= 0xf0; // entry flags bits 4–7
-    let mut d = hello(0x4 | 0x8, 1232, 1, &m, 1232); // HELLO flags beyond VERIFY and RESUME
+    let mut d = hello(0x8, 1232, 1, &m, 1232); // HELLO flags beyond VERIFY, RESUME and GET
     let mut r = Receiver::accept(cfg(), Instant::ZERO, &mut d, TOKEN).unwrap();
     assert_eq!(
         answers(&mut r, Instant::ZERO)[0].0,
@@ -164,6 +203,7 @@ fn unassigned_flag_bits_are_ignored() {
     );
     validate(&mut r, 9, 1);
     assert!(r.manifest().is_some());
+    assert!(!r.is_get());
     // DATA with the unassigned flag bits 0x4 and 0x8 is accepted as plain DATA.
     let mut data = header(0xc, 3, 9, 2);
     data.extend(1u32.to_be_bytes());

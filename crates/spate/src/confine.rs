@@ -59,7 +59,7 @@ impl Root {
     }
 
     /// The open handle every operation resolves beneath.
-    fn dir(&self) -> &Dir {
+    pub(crate) fn dir(&self) -> &Dir {
         &self.0.dir
     }
 

@@ -1,4 +1,7 @@
-//! Downloads over ssh: `spate get [user@]host:PATH... LOCALDIR`.
+//! Downloads: `spate get [user@]host:PATH... LOCALDIR` over ssh, and
+//! `spate get HOST:PORT:PATH... LOCALDIR` from a `spate serve` daemon ([`get_daemon`]).
+//!
+//! ## Over ssh
 //!
 //! The protocol's client is the sender (it opens the session with the handshake's first
 //! message), so for a download the remote sends and this side receives. The remote is started
@@ -35,6 +38,7 @@ use crate::access::Access;
 use crate::confine::Root;
 use crate::exit::{tag, Exit};
 use crate::keys::Identity;
+use crate::keys::{Authorized, PublicKey};
 use crate::send::{Security, SendConfig};
 use crate::serve::{Server, SessionLog};
 use crate::ssh::{SshOptions, ANNOUNCE};
@@ -123,6 +127,91 @@ pub fn get(
                 host,
                 WAIT.as_secs(),
                 remote_addr.port()
+            ),
+            Exit::Unreachable,
+        ));
+    };
+    if let Some(e) = &log.error {
+        bail!(tag(
+            anyhow::anyhow!("the download failed: {}", crate::report::escape(e)),
+            Exit::Interrupted
+        ));
+    }
+    Ok(log)
+}
+
+/// Download `o.paths` from the daemon at `server` into `local` (spec §2.1, §5.6).
+///
+/// 1. A request session, as a client like any upload: `security` proves this client's key
+///    and pins the daemon's, and the object 0 is a request (the paths, `-r`, `--resume`). The
+///    daemon refuses it with a reason (key not allowed to fetch, no match, a directory
+///    without `-r`), or reports COMPLETE once it has resolved the paths beneath the
+///    directory this key may read.
+/// 2. The answering session, received on the same socket as a one-session server: the
+///    daemon opens it from the port the request went to (so this side's NAT and firewall let
+///    it in), proving the key this side pinned; no other key is let in.
+pub fn get_daemon(
+    server: SocketAddr,
+    security: &Security,
+    local: &Path,
+    o: &GetOptions,
+    timeouts: (Duration, Duration),
+    progress: impl FnMut(&crate::serve::Received),
+) -> Result<SessionLog> {
+    let root = Root::new(local).map_err(|e| tag(e, Exit::Input))?;
+    let request =
+        crate::request::request(&o.paths, o.recursive).map_err(|e| tag(e, Exit::Input))?;
+    let bind: SocketAddr = if server.is_ipv6() {
+        "[::]:0"
+    } else {
+        "0.0.0.0:0"
+    }
+    .parse()?;
+    let socket = Socket::bind(bind).context("cannot open a UDP socket")?;
+    let (connect_timeout, idle_timeout) = timeouts;
+    let cfg = SendConfig {
+        server,
+        rate: spate_proto::RateConfig::adaptive(spate_proto::Policy::Fair),
+        connect_timeout,
+        idle_timeout,
+        resume: o.resume,
+        fec: spate_proto::coding::Fec::Off,
+        security: security.clone(),
+    };
+    let id = crate::random::u64() as u32;
+    crate::send::send_via(
+        crate::send::Link::own(&socket),
+        id,
+        &request,
+        &mut spate_proto::Zeros,
+        &cfg,
+        |_| {},
+    )?;
+    // 2. The answer: only the daemon's key may open it.
+    let identity = Identity {
+        private: security.identity,
+        public: PublicKey(spate_proto::secure::public_key(&security.identity)),
+    };
+    let access = Access::keys(vec![Authorized {
+        key: PublicKey(security.server_key),
+        dir: None,
+        may_send: true,
+        may_get: false,
+        comment: "the daemon".to_owned(),
+    }]);
+    let mut server_side = Server::on_socket(socket, root, identity, access)?
+        .hide_identity()
+        .once(WAIT);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut log = None;
+    server_side.run_with_progress(&stop, |s| log = Some(s.clone()), progress)?;
+    let Some(log) = log else {
+        return Err(tag(
+            anyhow::anyhow!(
+                "the daemon at {server} accepted the request but its answer did not arrive \
+                 within {} s: does a firewall here drop UDP from port {}?",
+                WAIT.as_secs(),
+                server.port()
             ),
             Exit::Unreachable,
         ));

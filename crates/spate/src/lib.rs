@@ -18,8 +18,9 @@
 //! | [`config`] | defaults for `send` from `config.toml` |
 //! | [`send`] | the sending event loop |
 //! | [`ssh`] | a one-off receiver started over the user's ssh (`host:DEST`) |
-//! | [`get`] | downloads over ssh: the remote sends to the port this side knocked from |
-//! | [`serve`] | the receiving event loop (many sessions on one socket) |
+//! | [`get`] | downloads: over ssh (the remote sends to the port this side knocked from) and from a daemon (a request, then its answering session) |
+//! | [`request`] | a download's request (spec §5.6) resolved beneath a server's root, following no link |
+//! | [`serve`] | the server's event loop (many sessions on one socket; downloads answered on threads) |
 //! | [`demo`] | `spate demo`: receiver, impaired link and sender in one process |
 //! | [`relay`] | a user-space impaired link (delay, loss, rate) between two UDP endpoints |
 //! | [`progress`], [`report`] | what the user sees: progress bar, final report, JSON |
@@ -48,6 +49,7 @@ pub mod random;
 pub mod rate;
 pub mod relay;
 pub mod report;
+pub mod request;
 pub mod scan;
 pub mod send;
 pub mod serve;

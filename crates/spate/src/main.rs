@@ -144,17 +144,24 @@ enum Command {
     ///   spate send -r photos/ server:7373:incoming       # daemon: incoming/photos/...
     #[command(verbatim_doc_comment)]
     Send(SendArgs),
-    /// Fetch files or trees from a host over your own ssh (the remote needs the spate binary).
+    /// Fetch files or trees from a host over your own ssh (the remote needs the spate binary),
+    /// or from a `spate serve` daemon.
     ///
     /// `[user@]host:path` as with scp: relative to your home there, or absolute; a glob in the
     /// last component is expanded on the remote (quote it: host:'logs/*.gz'). Everything
     /// lands in LOCALDIR, which must exist. Integrity (BLAKE3), resume (--resume after an
     /// interruption) and modes and times work as for send.
     ///
+    /// `host:PORT:path` (or --daemon) asks a daemon instead: paths are relative to what your
+    /// key may read there (its --root, or the key's dir=), globs may be in any component,
+    /// and symbolic links are never followed. The daemon must let your key fetch (not
+    /// send-only) and sends at its own rate policy.
+    ///
     /// Examples:
     ///   spate get alice@server:big.iso .
     ///   spate get -r server:/srv/photos/2024 ~/photos/
     ///   spate get server:'logs/*.gz' logs/
+    ///   spate get server:7373:'outgoing/*.iso' .          # from a daemon
     #[command(verbatim_doc_comment)]
     Get(GetArgs),
     /// Copy like scp: to a host if the destination is HOST:PATH, from one if the sources are.
@@ -282,13 +289,6 @@ struct SendArgs {
     /// partial file is repaired, never accepted: each file is still verified whole.
     #[arg(long)]
     resume: bool,
-    /// Give up if the server does not answer within this many seconds.
-    #[arg(long, default_value_t = 10.0)]
-    connect_timeout: f64,
-    /// Give up when the server stops answering for this many seconds during the transfer
-    /// (outages shorter than this are ridden out).
-    #[arg(long, default_value_t = 60.0)]
-    idle_timeout: f64,
     /// Print the final statistics as JSON on stdout; `--json=events` streams one JSON object
     /// per line instead, for automation: "start", "progress" (every 500 ms: bytes, files,
     /// rate, ETA, and "waiting_for": "receiver_disk" or "source_disk" with "waiting_share"
@@ -301,6 +301,22 @@ struct SendArgs {
     /// No progress bar or summary (errors are still printed).
     #[arg(short, long)]
     quiet: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+    #[command(flatten)]
+    remote: SshArgs,
+}
+
+/// How a client reaches a `spate serve` daemon: keys, timeouts (`send` and `get`).
+#[derive(Args, Clone)]
+struct ClientArgs {
+    /// Give up if the server does not answer within this many seconds.
+    #[arg(long, default_value_t = 10.0)]
+    connect_timeout: f64,
+    /// Give up when the server stops answering for this many seconds during the transfer
+    /// (outages shorter than this are ridden out).
+    #[arg(long, default_value_t = 60.0)]
+    idle_timeout: f64,
     /// This client's private key [default: $XDG_CONFIG_HOME/spate/id_x25519, from
     /// `spate keygen`].
     #[arg(long, value_name = "FILE")]
@@ -320,12 +336,10 @@ struct SendArgs {
     /// The file of pinned server keys [default: $XDG_CONFIG_HOME/spate/known_hosts].
     #[arg(long, value_name = "FILE")]
     known_hosts: Option<PathBuf>,
-    /// For HOST:DEST: talk to a `spate serve` daemon on port 7373 instead of starting a
-    /// receiver over ssh.
+    /// For HOST:PATH: talk to a `spate serve` daemon on port 7373 instead of starting the
+    /// other end over ssh.
     #[arg(long)]
     daemon: bool,
-    #[command(flatten)]
-    remote: SshArgs,
 }
 
 /// How to start the remote end over ssh (`[user@]host:PATH`).
@@ -363,8 +377,8 @@ enum CipherArg {
 
 #[derive(Args)]
 struct GetArgs {
-    /// [USER@]HOST:PATH... (one host), then LOCALDIR.
-    #[arg(required = true, num_args = 2.., value_name = "[USER@]HOST:PATH... LOCALDIR")]
+    /// [USER@]HOST:PATH... or HOST:PORT:PATH... (one host), then LOCALDIR.
+    #[arg(required = true, num_args = 2.., value_name = "HOST[:PORT]:PATH... LOCALDIR")]
     args: Vec<String>,
     /// Fetch directories and everything below them.
     #[arg(short, long)]
@@ -376,6 +390,8 @@ struct GetArgs {
     rate: RateArgs,
     #[command(flatten)]
     remote: SshArgs,
+    #[command(flatten)]
+    client: ClientArgs,
     /// Print the session's statistics as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -518,6 +534,11 @@ struct ServeLimits {
     /// packets to a full queue.
     #[arg(long, value_parser = parse_rate, value_name = "RATE")]
     write_rate: Option<u64>,
+    /// Send each download (`spate get HOST:PORT:PATH`) at most this fast (bits per second:
+    /// 400M, 2G). Downloads use the fair policy: they share the path with other traffic, and
+    /// clients cannot ask for more.
+    #[arg(long, value_parser = parse_rate, value_name = "RATE")]
+    send_rate: Option<u64>,
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -565,6 +586,7 @@ fn run(cli: Cli) -> Result<()> {
                 discard,
                 limits,
                 write_rate: l.write_rate,
+                send_rate: l.send_rate,
                 token,
                 retry_always,
                 json,
@@ -740,6 +762,8 @@ struct ServeOpts {
     limits: Limits,
     /// Bits per second all sessions together may write (`--write-rate`).
     write_rate: Option<u64>,
+    /// Bits per second each download is sent at most (`--send-rate`).
+    send_rate: Option<u64>,
     token: bool,
     retry_always: bool,
     json: bool,
@@ -780,6 +804,9 @@ fn serve(root: &std::path::Path, identity: spate::keys::Identity, o: &ServeOpts)
     let mut server = Server::on_socket(socket, root.clone(), identity, access)?.limits(o.limits);
     if let Some(bps) = o.write_rate {
         server = server.write_rate((bps / 8).max(1))?;
+    }
+    if let Some(bps) = o.send_rate {
+        server = server.send_rate(bps);
     }
     if o.discard {
         server = server.discard();
@@ -822,19 +849,25 @@ fn serve(root: &std::path::Path, identity: spate::keys::Identity, o: &ServeOpts)
         let client = spate::report::escape(&s.client);
         match &s.error {
             None => eprintln!(
-                "{} session {:08x} [{client}, {}]: {} entries, {}{resumed} in {:.1} s",
+                "{} session {:08x} [{client}, {}]: {} {} entries, {}{resumed} in {:.1} s",
                 s.peer,
                 s.session,
                 s.cipher,
+                s.direction,
                 s.objects,
                 human_bytes(s.bytes),
                 s.seconds
             ),
             // The reason may be the peer's own words (its CLOSE): escaped, never printed raw.
             Some(e) => eprintln!(
-                "{} session {:08x} [{client}] failed: {}{resumed}",
+                "{} session {:08x} [{client}] failed ({}): {}{resumed}",
                 s.peer,
                 s.session,
+                match s.direction {
+                    "sent" => "sending",
+                    "request" => "download request",
+                    _ => "receiving",
+                },
                 spate::report::escape(e)
             ),
         }
@@ -876,6 +909,7 @@ fn session_json(s: &spate::serve::SessionLog) -> String {
         "session": format!("{:08x}", s.session),
         "peer": s.peer.to_string(),
         "client": s.client,
+        "direction": s.direction,
         "cipher": s.cipher,
         "entries": s.objects,
         "bytes": s.bytes,
@@ -951,7 +985,7 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
     use spate::exit::{tag, Exit};
     let input = |e| tag(e, Exit::Input);
     let (target, paths) = a.args.split_last().expect("clap requires two");
-    let target = parse_target(target, a.daemon).map_err(input)?;
+    let target = parse_target(target, a.client.daemon).map_err(input)?;
     let (dest, remote_root) = match &target {
         Target::Daemon { dest, .. } => (dest.clone(), None),
         Target::Ssh { dest, .. } => {
@@ -981,7 +1015,7 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
     } else {
         plan.stream_digests();
     }
-    let connect_timeout = Duration::from_secs_f64(a.connect_timeout.clamp(0.1, 3600.0));
+    let connect_timeout = Duration::from_secs_f64(a.client.connect_timeout.clamp(0.1, 3600.0));
     let (server, security, remote) = match &target {
         Target::Daemon { host, port, .. } => {
             let server = (host.as_str(), *port)
@@ -990,7 +1024,9 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
                 .and_then(|mut a| a.next().with_context(|| format!("'{host}' has no address")))
                 .map_err(|e| tag(e, Exit::Unreachable))?;
             let pin = Some((host.as_str(), *port, server));
-            let security = client_security(a, a.token.as_deref(), pin).map_err(input)?;
+            let security =
+                client_security(&a.client, a.quiet || json, a.client.token.as_deref(), pin)
+                    .map_err(input)?;
             (server, security, None)
         }
         Target::Ssh { host, .. } => {
@@ -1002,7 +1038,8 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
                 connect_timeout.max(Duration::from_secs(30)),
             );
             let remote = spate::ssh::start(host, remote_root.unwrap_or("."), &opts)?;
-            let security = client_security(a, Some(&remote.token), None).map_err(input)?;
+            let security = client_security(&a.client, a.quiet || json, Some(&remote.token), None)
+                .map_err(input)?;
             (remote.addr, security, Some(remote))
         }
     };
@@ -1018,7 +1055,7 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         server,
         rate: a.rate.config()?,
         connect_timeout,
-        idle_timeout: Duration::from_secs_f64(a.idle_timeout.clamp(1.0, 86_400.0)),
+        idle_timeout: Duration::from_secs_f64(a.client.idle_timeout.clamp(1.0, 86_400.0)),
         resume: a.resume,
         fec: a.rate.fec,
         security,
@@ -1057,7 +1094,10 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         (Err(e), Target::Daemon { host, port, .. })
             if spate::exit::code(&e) == Exit::UntrustedServer as u8 =>
         {
-            return Err(tag(key_changed(a, host, *port, &e), Exit::UntrustedServer));
+            return Err(tag(
+                key_changed(&a.client, host, *port, &e),
+                Exit::UntrustedServer,
+            ));
         }
         (r, _) => r?,
     };
@@ -1095,10 +1135,10 @@ fn apply_config(a: &mut SendArgs, m: &clap::ArgMatches) -> Result<()> {
         a.rate.min_rate = Some(parse_rate(v).map_err(|e| bad("min_rate", e.to_string()))?);
     }
     if let (Some(v), true) = (&d.cipher, unset("cipher")) {
-        a.cipher = CipherArg::from_str(v, true).map_err(|e| bad("cipher", e))?;
+        a.client.cipher = CipherArg::from_str(v, true).map_err(|e| bad("cipher", e))?;
     }
     if let (Some(v), true) = (&d.identity, unset("identity")) {
-        a.identity = Some(spate::config::expand_home(v));
+        a.client.identity = Some(spate::config::expand_home(v));
     }
     if let (Some(v), true) = (&d.ssh, unset("ssh")) {
         a.remote.ssh = Some(v.clone());
@@ -1110,13 +1150,13 @@ fn apply_config(a: &mut SendArgs, m: &clap::ArgMatches) -> Result<()> {
         a.remote.port_range = Some(parse_port_range(v).map_err(|e| bad("port_range", e))?);
     }
     if let (Some(v), true) = (d.connect_timeout, unset("connect_timeout")) {
-        a.connect_timeout = v;
+        a.client.connect_timeout = v;
     }
     if let (Some(v), true) = (d.idle_timeout, unset("idle_timeout")) {
-        a.idle_timeout = v;
+        a.client.idle_timeout = v;
     }
     if let (Some(v), true) = (d.strict_host_keys, unset("strict_host_keys")) {
-        a.strict_host_keys = v;
+        a.client.strict_host_keys = v;
     }
     Ok(())
 }
@@ -1145,13 +1185,14 @@ fn filter_from_args(a: &SendArgs) -> Result<scan::Filter> {
 
 /// Keys and cipher for a send: from --token, or the identity and the pinned server key.
 fn client_security(
-    a: &SendArgs,
+    c: &ClientArgs,
+    quiet: bool,
     token: Option<&str>,
     pin: Option<(&str, u16, SocketAddr)>,
 ) -> Result<spate::send::Security> {
     use spate::keys::Identity;
     use spate_proto::secure::Cipher;
-    let cipher = match a.cipher {
+    let cipher = match c.cipher {
         CipherArg::Auto => spate::pin::default_cipher(),
         CipherArg::Aes256Gcm => Cipher::Aes256Gcm,
         CipherArg::Chacha20Poly1305 => Cipher::ChaCha20Poly1305,
@@ -1163,7 +1204,7 @@ fn client_security(
             Cipher::AuthOnly
         }
     };
-    let id_path = match &a.identity {
+    let id_path = match &c.identity {
         Some(p) => p.clone(),
         None => spate::keys::default_identity()?,
     };
@@ -1194,20 +1235,14 @@ fn client_security(
     let Some((host, port, server)) = pin else {
         bail!("no server key: give a token or a daemon address");
     };
-    let known = match &a.known_hosts {
+    let known = match &c.known_hosts {
         Some(f) => f.clone(),
         None => spate::pin::known_hosts_path()?,
     };
     let label = spate::pin::host_label(host, port);
-    let timeout = Duration::from_secs_f64(a.connect_timeout.clamp(0.1, 3600.0));
-    let pinned = spate::pin::server_key(
-        &known,
-        &label,
-        server,
-        timeout,
-        a.strict_host_keys,
-        a.quiet || a.json.is_some(),
-    )?;
+    let timeout = Duration::from_secs_f64(c.connect_timeout.clamp(0.1, 3600.0));
+    let pinned =
+        spate::pin::server_key(&known, &label, server, timeout, c.strict_host_keys, quiet)?;
     Ok(spate::send::Security {
         identity: identity.private,
         server_key: pinned.key.0,
@@ -1217,11 +1252,11 @@ fn client_security(
 }
 
 /// The loud error for a server whose key differs from the pinned one.
-fn key_changed(a: &SendArgs, host: &str, port: u16, e: &anyhow::Error) -> anyhow::Error {
+fn key_changed(c: &ClientArgs, host: &str, port: u16, e: &anyhow::Error) -> anyhow::Error {
     let Some(m) = spate::exit::find::<spate::send::KeyMismatch>(e) else {
         return anyhow::anyhow!("{e:#}");
     };
-    if a.token.is_some() {
+    if c.token.is_some() {
         return anyhow::anyhow!(
             "the server's key ({}) is not the one in the token: is the token from this \
              server's current run?",
@@ -1229,7 +1264,7 @@ fn key_changed(a: &SendArgs, host: &str, port: u16, e: &anyhow::Error) -> anyhow
         );
     }
     let label = spate::pin::host_label(host, port);
-    let file = a
+    let file = c
         .known_hosts
         .clone()
         .or_else(|| spate::pin::known_hosts_path().ok())

@@ -110,7 +110,7 @@ pub fn normalize_dest(dest: &str) -> Result<String> {
 }
 
 /// What a plan needs of a file's metadata: std's ([`fs::Metadata`]) for files found by path,
-/// cap-std's for files found beneath a directory handle.
+/// cap-std's for files found beneath a directory handle (a server's, `request.rs`).
 pub(crate) trait ScannedMeta {
     /// (size, mode, mtime seconds, mtime nanoseconds, device, inode)
     fn scanned(&self) -> (u64, u32, i64, i64, u64, u64);

@@ -96,6 +96,8 @@ impl std::error::Error for KeyMismatch {}
 pub struct SendResult {
     /// Seconds from the first HELLO to the end.
     pub seconds: f64,
+    /// Entries of the manifest.
+    pub entries: usize,
     /// Final sender statistics.
     pub stats: spate_proto::SenderStats,
     /// Coding statistics (spec §6.9).
@@ -172,8 +174,10 @@ pub fn send_on(
 
 /// Where a sending loop's datagrams come from.
 ///
-/// A sender on its own socket reads that socket. A sender that shares another loop's socket
-/// (sending from that port) is handed the datagrams of its session id by that loop.
+/// A sender on its own socket reads that socket. A server's answering session (spec §5.6)
+/// sends from the server's socket — the port the client reached, which its NAT and firewall
+/// let answers through — and the server's loop, which reads that socket, hands it the
+/// datagrams of its session id.
 pub struct Link<'a> {
     socket: &'a Socket,
     inbox: Option<&'a mpsc::Receiver<Vec<u8>>>,
@@ -258,7 +262,8 @@ pub fn send_via(
     // Verification (spec §6.8) checks each file against its digest, so it needs one for every
     // file: files from disk always have them (streamed after their bytes, or in the manifest:
     // `Plan::stream_digests`, `Plan::compute_digests`); the memory sources of benchmarks have
-    // none, and a receiver would refuse VERIFY without them.
+    // none, and a receiver would refuse VERIFY without them. A request (§5.6) has no files:
+    // its COMPLETE says the answer is ready.
     scfg.verify = manifest
         .entries
         .iter()
@@ -367,6 +372,7 @@ pub fn send_via(
     let inner = sender.inner();
     Ok(SendResult {
         seconds: clock.now().as_secs_f64(),
+        entries: manifest.entries.len(),
         stats: *inner.stats(),
         coding: *inner.coding_stats(),
         srtt: inner.rtt().smoothed(),
@@ -403,7 +409,9 @@ fn explain(err: &SessionError, server: SocketAddr) -> String {
             d.as_secs_f64()
         ),
         SessionError::PeerClosed { reason, .. } => {
-            format!("the receiver refused: {}", crate::report::escape(reason))
+            // The reference server's reasons already begin "refused: ".
+            let reason = reason.strip_prefix("refused: ").unwrap_or(reason);
+            format!("the server refused: {}", crate::report::escape(reason))
         }
         other => other.to_string(),
     }

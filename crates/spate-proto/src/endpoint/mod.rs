@@ -39,7 +39,7 @@ use crate::secure::{
     SecureReceiver, AUTH_LEN, KEY_LEN,
 };
 use crate::time::Instant;
-use crate::wire::{Close, CloseCode, PacketType, HEADER_LEN, MIN_DATAGRAM, VERSION};
+use crate::wire::{Close, CloseCode, PacketType, HEADER_LEN, HELLO_GET, MIN_DATAGRAM, VERSION};
 
 /// Half-open sessions from which on the endpoint is "under load" (spec §9.5): a HELLO must
 /// then carry a RETRY token before the endpoint spends a handshake (≈150 µs of X25519) on it.
@@ -58,9 +58,15 @@ pub trait Host<A> {
     fn random(&mut self) -> ([u8; 32], u64);
 
     /// The client proved the static key `client_key` and sent `auth` (zeros, or a one-time
-    /// token's secret). Return the application's state for the session and, to refuse it,
-    /// the reason the client is told.
-    fn admit(&mut self, client_key: &[u8; KEY_LEN], auth: &[u8; AUTH_LEN]) -> (A, Option<String>);
+    /// token's secret); `get`: it asks for files (HELLO flag GET, §5.6) rather than sending
+    /// them. Return the application's state for the session and, to refuse it, the reason
+    /// the client is told.
+    fn admit(
+        &mut self,
+        client_key: &[u8; KEY_LEN],
+        auth: &[u8; AUTH_LEN],
+        get: bool,
+    ) -> (A, Option<String>);
 }
 
 /// One session and the application's state beside it.
@@ -110,6 +116,9 @@ pub struct Endpoint<A> {
     max_sessions: usize,
     retry: RetryKey,
     retry_always: bool,
+    /// Never answer IDENTITY (a client waiting for the answer to its download, §2.1: its
+    /// static key is not for strangers to learn).
+    hide_identity: bool,
     /// Handshakes attempted in the current second: (the second, count).
     handshakes: (u64, u32),
     admission: Admission,
@@ -136,6 +145,7 @@ impl<A> Endpoint<A> {
             max_sessions: max_sessions.max(1),
             retry: RetryKey::new(retry_secret),
             retry_always: false,
+            hide_identity: false,
             handshakes: (0, 0),
             admission: Admission::default(),
             sessions: BTreeMap::new(),
@@ -145,6 +155,12 @@ impl<A> Endpoint<A> {
     /// Ask every new client for a RETRY token first, as under load (for tests).
     pub fn retry_always(&mut self) {
         self.retry_always = true;
+    }
+
+    /// Never answer IDENTIFY, nor a HELLO made for another key, with IDENTITY (§9.6): for a
+    /// client receiving the answer to its download (§2.1), whose peer knows its key already.
+    pub fn hide_identity(&mut self) {
+        self.hide_identity = true;
     }
 
     /// Change the receiver settings of new sessions.
@@ -256,7 +272,7 @@ impl<A> Endpoint<A> {
         if d.len() < MIN_DATAGRAM {
             return Handled::Dropped;
         }
-        if ty == types::IDENTIFY {
+        if ty == types::IDENTIFY && !self.hide_identity {
             return Handled::Answer(identity_packet(id, &self.public, out));
         }
         if ty != PacketType::Hello as u8 {
@@ -298,12 +314,14 @@ impl<A> Endpoint<A> {
         let hello = match open_hello(&self.private, d, seed) {
             Ok(h) => h,
             // The client pinned another key: tell it ours, so it can say so (§9.6).
-            Err(HelloRefusal::NotForThisKey) => {
+            Err(HelloRefusal::NotForThisKey) if !self.hide_identity => {
                 return Handled::Answer(identity_packet(id, &self.public, out))
             }
+            Err(HelloRefusal::NotForThisKey) => return Handled::Dropped,
             Err(HelloRefusal::Malformed(_)) => return Handled::Dropped,
         };
-        let (app, refusal) = host.admit(&hello.client_key(), &hello.auth());
+        let get = (hello.packet()[1] >> 4) & HELLO_GET != 0;
+        let (app, refusal) = host.admit(&hello.client_key(), &hello.auth(), get);
         let Ok(mut rx) = SecureReceiver::accept(self.cfg.clone(), now, hello, token) else {
             return Handled::Dropped;
         };
@@ -367,7 +385,7 @@ mod tests {
         fn random(&mut self) -> ([u8; 32], u64) {
             ([9; 32], 77)
         }
-        fn admit(&mut self, key: &[u8; 32], _: &[u8; 16]) -> (u32, Option<String>) {
+        fn admit(&mut self, key: &[u8; 32], _: &[u8; 16], _: bool) -> (u32, Option<String>) {
             self.admitted += 1;
             let refusal = (*key != self.allowed).then(|| "not authorized".to_owned());
             (self.admitted, refusal)
@@ -511,5 +529,12 @@ mod tests {
         assert_eq!(h, Handled::Answer(44));
         assert!(e.is_empty());
         assert_eq!(host.admitted, 0);
+        // An endpoint that hides its key (the receiving end of a download, §2.1) answers
+        // neither.
+        e.hide_identity();
+        for d in [&mut identify[..], &mut hello[..]] {
+            let h = e.handle(Instant::ZERO, from, d, &mut out, &mut host, |_, _| true);
+            assert_eq!(h, Handled::Dropped);
+        }
     }
 }

@@ -124,6 +124,10 @@ pub struct Receiver {
     /// The sender asked for verification (HELLO flag VERIFY): COMPLETE waits for
     /// [`Receiver::confirm`].
     verify: bool,
+    /// HELLO set GET: object 0 is a request (§5.6).
+    get: bool,
+    /// HELLO set GET and RESUME: the answering session resumes.
+    answer_resumes: bool,
     resume: resume::Resume,
     validation: validate::Validation,
     flow: flow::Flow,
@@ -185,7 +189,11 @@ impl Receiver {
         r.validation.token = token;
         r.validation.bytes_in = len as u64;
         r.verify = parsed.header.flags & wire::HELLO_VERIFY != 0;
-        if parsed.header.flags & wire::HELLO_RESUME != 0 && r.cfg.resume {
+        // §5.6: a GET session carries a request; its RESUME is for the answering session.
+        r.get = parsed.header.flags & wire::HELLO_GET != 0;
+        if r.get {
+            r.answer_resumes = parsed.header.flags & wire::HELLO_RESUME != 0;
+        } else if parsed.header.flags & wire::HELLO_RESUME != 0 && r.cfg.resume {
             r.resume = resume::Resume::Offered;
         }
         r.on_packet(now, parsed.header.pn, true);
@@ -233,6 +241,8 @@ impl Receiver {
             close_pending: None,
             out_pns: PacketNumbers::new(),
             verify: false,
+            get: false,
+            answer_resumes: false,
             resume: resume::Resume::Off,
             validation: validate::Validation::default(),
             events: VecDeque::new(),
@@ -297,6 +307,17 @@ impl Receiver {
     /// The manifest, once [`ReceiverEvent::ManifestReady`] was emitted.
     pub fn manifest(&self) -> Option<&Manifest> {
         self.manifest.as_ref()
+    }
+
+    /// The sender asks for files (HELLO flag GET, §5.6): the manifest is a request, and the
+    /// application answers it in a session of its own (§2.1) instead of writing anything.
+    pub fn is_get(&self) -> bool {
+        self.get
+    }
+
+    /// A GET whose HELLO also set RESUME: the answering session should resume (§5.6).
+    pub fn answer_resumes(&self) -> bool {
+        self.answer_resumes
     }
 
     /// Counters.
@@ -534,6 +555,12 @@ impl Receiver {
             Ok(m) if m.entries.len() as u64 != self.object_count => {
                 refused("manifest entry count differs from HELLO")
             }
+            // §5.6: GET carries a request, and only GET does.
+            Ok(m) if m.is_request() != self.get => refused(if self.get {
+                "a GET session must carry a request"
+            } else {
+                "a request needs the GET flag"
+            }),
             // §6.8: verification checks each file against its digest; without one there is
             // nothing to check, and placing the file unchecked would break the promise.
             Ok(m)

@@ -176,6 +176,8 @@ pub struct Sender {
     started_at: Instant,
 
     manifest_bytes: Vec<u8>,
+    /// The manifest is a request (§5.6): HELLO says GET.
+    get: bool,
     /// Manifest bytes carried inside HELLO.
     prefix_len: usize,
     /// Size of each object; index 0 is the manifest.
@@ -282,6 +284,7 @@ impl Sender {
             started_at: now,
             prefix_len: 0,
             manifest_bytes,
+            get: manifest.is_request(),
             sizes,
             content,
             datagram,

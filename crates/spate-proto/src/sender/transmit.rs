@@ -28,7 +28,7 @@ use crate::recovery::{Chunk, SentKind};
 use crate::time::Instant;
 use crate::wire::{
     Close, CloseCode, Data, DataFlags, Header, Hello, PacketType, Ping, Repair, DATA_OVERHEAD,
-    HEADER_LEN, HELLO_RESUME, HELLO_VERIFY, IP_UDP_OVERHEAD,
+    HEADER_LEN, HELLO_GET, HELLO_RESUME, HELLO_VERIFY, IP_UDP_OVERHEAD,
 };
 
 impl Sender {
@@ -183,7 +183,8 @@ impl Sender {
         let hello = self.hello(&self.manifest_bytes[..self.prefix_len]);
         let mut w = Writer::new(buf);
         let flags = if self.cfg.verify { HELLO_VERIFY } else { 0 }
-            | if self.cfg.resume { HELLO_RESUME } else { 0 };
+            | if self.cfg.resume { HELLO_RESUME } else { 0 }
+            | if self.get { HELLO_GET } else { 0 };
         self.header(PacketType::Hello, flags, pn)
             .encode(&mut w)
             .ok()?;

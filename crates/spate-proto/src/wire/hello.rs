@@ -40,6 +40,11 @@ pub const HELLO_VERIFY: u8 = 0x1;
 /// reports holding in a HAVE (spec §4.1, §8.3).
 pub const HELLO_RESUME: u8 = 0x2;
 
+/// HELLO flag: object 0 is a request (§5.6), not files to write: the sender asks the receiver
+/// to send what it names, in an answering session the receiver opens (§2.1). With GET,
+/// RESUME asks that the answering session resume.
+pub const HELLO_GET: u8 = 0x4;
+
 /// ACCEPT flag: the receiver will send a HAVE once the manifest is complete; a sender that
 /// asked to resume waits for it before sending file data (spec §4.2, §8.3). Without it the
 /// sender sends everything.

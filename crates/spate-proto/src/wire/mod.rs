@@ -30,7 +30,7 @@ pub use feedback::{AckRanges, Feedback, FeedbackFlags, FeedbackRepr, Rebuilt};
 pub use have::{Have, HaveEntry};
 pub use header::{Header, PacketType, HEADER_LEN, MAX_PACKET_NUMBER, VERSION};
 pub use hello::{
-    Accept, Hello, ACCEPT_CODING, ACCEPT_RESUME, CIPHER_NONE, HELLO_RESUME, HELLO_VERIFY,
+    Accept, Hello, ACCEPT_CODING, ACCEPT_RESUME, CIPHER_NONE, HELLO_GET, HELLO_RESUME, HELLO_VERIFY,
 };
 pub use repair::{Repair, MAX_BLOCK_CHUNKS, REPAIR_FIELDS};
 

@@ -58,33 +58,33 @@ pub(crate) fn get_cmd(g: &GetArgs) -> Result<()> {
     use spate::exit::{tag, Exit};
     let (local, remotes) = g.args.split_last().expect("clap requires two");
     let mut host = None;
+    let mut daemon = None;
     let mut paths = Vec::new();
     for r in remotes {
-        match parse_target(r, false).map_err(|e| tag(e, Exit::Input))? {
-            Target::Ssh { host: h, dest } => {
-                if host.get_or_insert_with(|| h.clone()) != &h {
-                    return Err(tag(
-                        anyhow::anyhow!("all sources must be on one host"),
-                        Exit::Input,
-                    ));
-                }
-                if dest.is_empty() {
-                    return Err(tag(
-                        anyhow::anyhow!("'{r}': name a path on the host"),
-                        Exit::Input,
-                    ));
-                }
-                paths.push(dest);
+        let (h, dest) = match parse_target(r, g.client.daemon).map_err(|e| tag(e, Exit::Input))? {
+            Target::Ssh { host: h, dest } => (h, dest),
+            Target::Daemon {
+                host: h,
+                port,
+                dest,
+            } => {
+                daemon = Some(port);
+                (format!("{h}:{port}"), dest)
             }
-            Target::Daemon { .. } => {
-                return Err(tag(
-                    anyhow::anyhow!(
-                        "'{r}': get works over ssh ([USER@]HOST:PATH), not with a daemon"
-                    ),
-                    Exit::Input,
-                ))
-            }
+        };
+        if host.get_or_insert_with(|| h.clone()) != &h {
+            return Err(tag(
+                anyhow::anyhow!("all sources must be on one host"),
+                Exit::Input,
+            ));
         }
+        if dest.is_empty() {
+            return Err(tag(
+                anyhow::anyhow!("'{r}': name a path on the host"),
+                Exit::Input,
+            ));
+        }
+        paths.push(dest);
     }
     let host = host.expect("at least one source");
     let local = PathBuf::from(local);
@@ -110,7 +110,14 @@ pub(crate) fn get_cmd(g: &GetArgs) -> Result<()> {
         Duration::from_secs(30),
     );
     let bar = spate::progress::Progress::new(0, g.quiet || g.json);
-    let log = spate::get::get(&host, &local, &opts, &ssh, |r| bar.received(r));
+    let log = match daemon {
+        Some(port) => {
+            let name = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
+            let name = name.trim_start_matches('[').trim_end_matches(']');
+            get_from_daemon(g, name, port, &local, &opts, |r| bar.received(r))
+        }
+        None => spate::get::get(&host, &local, &opts, &ssh, |r| bar.received(r)),
+    };
     bar.finish();
     let log = log?;
     if g.json {
@@ -131,6 +138,52 @@ pub(crate) fn get_cmd(g: &GetArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `get HOST:PORT:PATH…`: a request to a daemon, answered on the same socket.
+fn get_from_daemon(
+    g: &GetArgs,
+    host: &str,
+    port: u16,
+    local: &std::path::Path,
+    opts: &spate::get::GetOptions,
+    progress: impl FnMut(&spate::serve::Received),
+) -> Result<spate::serve::SessionLog> {
+    use spate::exit::{tag, Exit};
+    use std::net::ToSocketAddrs;
+    let quiet = g.quiet || g.json;
+    // Bad paths are the user's to fix before anything goes on the network.
+    spate::request::request(&opts.paths, opts.recursive).map_err(|e| tag(e, Exit::Input))?;
+    if (g.rate.rate.is_some() || g.rate.min_rate.is_some()) && !quiet {
+        eprintln!(
+            "spate: note: a daemon sends downloads at its own policy; --rate and --min-rate \
+             apply to uploads and to downloads over ssh"
+        );
+    }
+    let server = (host, port)
+        .to_socket_addrs()
+        .map_err(anyhow::Error::from)
+        .and_then(|mut a| a.next().ok_or_else(|| anyhow::anyhow!("no address")))
+        .map_err(|e| {
+            tag(
+                anyhow::anyhow!("cannot resolve '{host}': {e}"),
+                Exit::Unreachable,
+            )
+        })?;
+    let c = &g.client;
+    let security = super::client_security(c, quiet, c.token.as_deref(), Some((host, port, server)))
+        .map_err(|e| tag(e, Exit::Input))?;
+    let timeouts = (
+        Duration::from_secs_f64(c.connect_timeout.clamp(0.1, 3600.0)),
+        Duration::from_secs_f64(c.idle_timeout.clamp(1.0, 86_400.0)),
+    );
+    spate::get::get_daemon(server, &security, local, opts, timeouts, progress).map_err(|e| {
+        if spate::exit::code(&e) == Exit::UntrustedServer as u8 {
+            tag(super::key_changed(c, host, port, &e), Exit::UntrustedServer)
+        } else {
+            e
+        }
+    })
 }
 
 /// `cp`: a send if the destination is remote, else a get.
@@ -158,6 +211,7 @@ pub(crate) fn cp_cmd(a: SendArgs) -> Result<()> {
         resume: a.resume,
         rate: a.rate,
         remote: a.remote.clone(),
+        client: a.client.clone(),
         json: a.json.is_some(),
         quiet: a.quiet,
     };

@@ -14,6 +14,11 @@
 //! | `session.rs` | one session: events, writer outcomes, sending |
 //! | `limits.rs` | `--max-*` and `--quota` |
 //! | `rebuild.rs` | rebuilding coded blocks on a worker thread (spec §6.9) |
+//! | `answer.rs` | answering a download: the session the server sends in (spec §2.1, §5.6) |
+//!
+//! A download is a GET session whose object 0 is a request (spec §5.6): received like any
+//! session, then answered by a session the server opens, on a thread of its own, from this
+//! socket; this loop routes the answer's datagrams (by session id) to that thread.
 //!
 //! Nothing on the network thread waits for a disk: writing, creating directories and looking
 //! for held data run on a shared pool of writer threads (`sink/pool.rs`); DATA for a session
@@ -25,11 +30,12 @@
 //! not timed out yet): the older session is closed and its partial files are kept. A resume
 //! from elsewhere cannot end someone else's transfer: it finds the files locked and fails.
 
+mod answer;
 mod limits;
 mod rebuild;
 mod session;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -39,7 +45,7 @@ use anyhow::{Context, Result};
 use spate_proto::coding::KEEP_BUDGET;
 use spate_proto::endpoint::{Endpoint, Handled, Host};
 use spate_proto::wire::{CloseCode, PacketType};
-use spate_proto::{Instant, ReceiverConfig};
+use spate_proto::{Instant, Policy, RateConfig, ReceiverConfig};
 
 pub use limits::Limits;
 pub use spate_proto::endpoint::{HALF_OPEN_FOR, HALF_OPEN_PER_SOURCE, MAX_HALF_OPEN};
@@ -88,6 +94,10 @@ pub struct Received {
 pub struct SessionLog {
     /// Session id.
     pub session: u32,
+    /// `received` (an upload to this server), `sent` (the answer to a download), or
+    /// `request` (a download's request, logged when it fails; once answered, its answer is
+    /// logged instead).
+    pub direction: &'static str,
     /// Sender address.
     pub peer: SocketAddr,
     /// The client: its key's fingerprint and authorized_keys comment.
@@ -98,7 +108,7 @@ pub struct SessionLog {
     pub dropped_not_authentic: u64,
     /// Files and directories placed.
     pub objects: usize,
-    /// Bytes received.
+    /// File bytes received (or, for `sent`, delivered to the client).
     pub bytes: u64,
     /// Bytes already here from an earlier, interrupted transfer (not sent again).
     pub resumed: u64,
@@ -112,7 +122,14 @@ pub struct SessionLog {
 
 /// The receiver daemon: binds `listen` and serves into `root` until `stop` is set.
 pub struct Server {
-    socket: Socket,
+    /// Shared with the threads of answers (which send from it).
+    socket: Arc<Socket>,
+    /// The server's static private key (answers prove it).
+    identity: [u8; 32],
+    /// Answers to downloads in progress, by the id of their session.
+    answers: BTreeMap<u32, answer::Answer>,
+    /// How answers send (`fair`, capped by `serve --send-rate`).
+    answer_rate: RateConfig,
     clock: Clock,
     /// Sessions, admission and protection (the protocol core's).
     endpoint: Endpoint<Session>,
@@ -139,14 +156,17 @@ impl Host<Session> for Admit<'_> {
         (crate::random::bytes32(), crate::random::u64())
     }
 
-    fn admit(&mut self, key: &[u8; 32], auth: &[u8; 16]) -> (Session, Option<String>) {
+    fn admit(&mut self, key: &[u8; 32], auth: &[u8; 16], get: bool) -> (Session, Option<String>) {
         let mut who = PublicKey(*key).fingerprint();
         let mut root = self.root.clone();
         let refusal = match self.access.decide(key, auth) {
             Err(msg) => Some(msg),
             Ok(g) => {
                 who = g.who;
-                match (&g.dir, g.may_send) {
+                match (&g.dir, if get { g.may_get } else { g.may_send }) {
+                    (_, false) if get => {
+                        Some("this key may only send files (send-only)".to_owned())
+                    }
                     (_, false) => Some("this key may only fetch files (get-only)".to_owned()),
                     (Some(dir), true) => match Root::new(&root.path().join(dir)) {
                         Ok(r) => {
@@ -201,7 +221,10 @@ impl Server {
             crate::random::bytes32(),
         );
         Ok(Server {
-            socket,
+            socket: Arc::new(socket),
+            identity: identity.private,
+            answers: BTreeMap::new(),
+            answer_rate: RateConfig::adaptive(Policy::Fair),
             clock: Clock::new(),
             endpoint,
             ctx: Ctx {
@@ -226,6 +249,12 @@ impl Server {
         Ok(self)
     }
 
+    /// Send each download at most `bps` bits per second (`serve --send-rate`).
+    pub fn send_rate(mut self, bps: u64) -> Self {
+        self.answer_rate.rate_bps = bps;
+        self
+    }
+
     /// Serve one session and stop (when it ends, however it ends), or stop after `idle`
     /// without any session (`spate serve --once`, started over SSH).
     pub fn once(mut self, idle: Duration) -> Self {
@@ -237,6 +266,13 @@ impl Server {
     /// the server does anyway under load: for tests of that path.
     pub fn retry_always(mut self) -> Self {
         self.endpoint.retry_always();
+        self
+    }
+
+    /// Never tell the static key to whoever asks (IDENTIFY, §9.6): for the receiving end of
+    /// a download, whose key its one peer knows already.
+    pub fn hide_identity(mut self) -> Self {
+        self.endpoint.hide_identity();
         self
     }
 
@@ -300,7 +336,16 @@ impl Server {
                     break;
                 }
                 let now = self.clock.now();
-                batch.for_each(|from, d| self.on_datagram(now, from, d));
+                batch.for_each(|from, d| {
+                    // An answer's packets go to its thread (by session id, §3.1).
+                    let id = d
+                        .get(2..6)
+                        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+                    match id.and_then(|id| self.answers.get(&id)) {
+                        Some(a) => a.deliver(d),
+                        None => self.on_datagram(now, from, d),
+                    }
+                });
             }
             self.start_resumed_writers();
             self.take_rebuilt();
@@ -314,9 +359,22 @@ impl Server {
                 next = next.min(now + REBUILD_CHECK);
             }
             let mut ended = Vec::new();
+            let mut requests = Vec::new();
             for (id, s) in self.endpoint.iter_mut() {
                 s.rx.inner_mut().set_coding_budget(share);
                 session::step(s, now, &self.socket, &mut out, &mut self.ctx)?;
+                if s.app.wants_answer {
+                    s.app.wants_answer = false;
+                    requests.push(id);
+                }
+                if s.app.answer_ready {
+                    // Its COMPLETE went out in this step: the answer may open its session.
+                    s.app.answer_ready = false;
+                    if let Some(mut a) = s.app.answer.take() {
+                        a.go();
+                        self.answers.insert(a.id, a);
+                    }
+                }
                 let expired = s.expired(now);
                 if s.rx.inner().is_closed() || expired {
                     ended.push((id, expired));
@@ -329,16 +387,36 @@ impl Server {
                     next = next.min(now + WRITER_CHECK);
                 }
             }
+            for id in requests {
+                self.start_answer(id);
+            }
             for (id, expired) in ended {
                 // An expired half-open session is forgotten (its sender's next HELLO must
-                // work); one that ran is remembered (spec §4.1) and logged.
+                // work); one that ran is remembered (spec §4.1) and logged — but a request
+                // that was answered is logged with its answer.
                 if let Some(s) = self.endpoint.remove(now, id, !expired) {
                     self.ctx.claimed = self.ctx.claimed.saturating_sub(s.app.claimed);
-                    if !expired {
+                    let answered = s.app.answered && s.app.error.is_none();
+                    if !expired && !answered {
                         log(&session::log(&s, now));
                         served = true;
                     }
                 }
+            }
+            let mut done = Vec::new();
+            for (id, a) in self.answers.iter_mut() {
+                if let Some(r) = a.finished() {
+                    log(&a.log(&r));
+                    done.push(*id);
+                }
+            }
+            for id in done {
+                self.answers.remove(&id);
+                served = true;
+            }
+            if !self.answers.is_empty() {
+                // Look at answers' threads now and then.
+                next = next.min(now + MAX_WAIT);
             }
             if now.saturating_since(last_progress) >= PROGRESS_EVERY {
                 last_progress = now;
@@ -355,7 +433,7 @@ impl Server {
                 progress(&r);
             }
             if let Some(idle) = self.once {
-                if !self.endpoint.is_empty() {
+                if !self.endpoint.is_empty() || !self.answers.is_empty() {
                     idle_since = now;
                 } else if served || now.saturating_since(idle_since) > idle {
                     return Ok(());
@@ -405,6 +483,48 @@ impl Server {
                 session::drain_events(s, &mut self.ctx);
             }
             Handled::Opened(_) | Handled::Dropped => {}
+        }
+    }
+
+    /// Start answering the request of session `id` (complete, its client's address proven),
+    /// within `--max-sessions` together with the sessions receiving.
+    fn start_answer(&mut self, id: u32) {
+        let busy = self.answers.len() + self.endpoint.validated() > self.ctx.limits.max_sessions;
+        let mut answer_id = crate::random::u64() as u32;
+        while self.endpoint.get_mut(answer_id).is_some() || self.answers.contains_key(&answer_id) {
+            answer_id = crate::random::u64() as u32;
+        }
+        let Some(s) = self.endpoint.get_mut(id) else {
+            return;
+        };
+        if busy {
+            let why = format!(
+                "busy: the server is serving its maximum of {} transfers (serve --max-sessions); \
+                 try again later",
+                self.ctx.limits.max_sessions
+            );
+            return session::refuse(s, why);
+        }
+        let Some(request) = s.rx.inner().manifest().cloned() else {
+            return;
+        };
+        let job = answer::Job {
+            root: s.app.root.clone(),
+            request,
+            resume: s.rx.inner().answer_resumes(),
+            max_entries: self.ctx.limits.max_entries,
+            peer: s.peer,
+            client_key: s.rx.client_key(),
+            identity: self.identity,
+            cipher: s.rx.cipher(),
+            id: answer_id,
+            who: s.app.who.clone(),
+            rate: self.answer_rate,
+            socket: Arc::clone(&self.socket),
+        };
+        match answer::Answer::start(job) {
+            Ok(a) => s.app.answer = Some(a),
+            Err(e) => session::refuse(s, format!("the server cannot start a thread: {e}")),
         }
     }
 

@@ -44,6 +44,14 @@ pub(super) struct Session {
     /// A resuming session whose manifest is ready: the server supersedes older sessions of
     /// the same sender writing the same files, then starts the writer.
     pub wants_writer: bool,
+    /// A GET session whose request is complete: the server starts its answer (§5.6).
+    pub wants_answer: bool,
+    /// The answer being prepared (the request's files resolved, digests computed).
+    pub answer: Option<super::answer::Answer>,
+    /// The answer is ready and this step reported COMPLETE: the server lets it start.
+    pub answer_ready: bool,
+    /// The request was answered: its answer logs the download.
+    pub answered: bool,
 }
 
 /// A session as the endpoint keeps it: the protocol's state and ours.
@@ -63,6 +71,10 @@ impl Session {
             targets: Vec::new(),
             claimed: 0,
             wants_writer: false,
+            wants_answer: false,
+            answer: None,
+            answer_ready: false,
+            answered: false,
         }
     }
 }
@@ -106,6 +118,24 @@ pub(super) fn step(
         .inner()
         .manifest()
         .map_or(usize::MAX, |m| m.entries.len());
+    // §5.6: a request is "placed" once its answer is ready; COMPLETE then tells the client.
+    match slot
+        .app
+        .answer
+        .as_ref()
+        .and_then(super::answer::Answer::poll_ready)
+    {
+        Some(Ok(())) => {
+            slot.app.placed = objects;
+            slot.app.answer_ready = true;
+            slot.app.answered = true;
+        }
+        Some(Err(why)) => {
+            slot.app.answer = None;
+            refuse(slot, why);
+        }
+        None => {}
+    }
     if slot.app.all_received && slot.app.placed == objects {
         slot.rx.inner_mut().confirm(now);
     }
@@ -130,7 +160,7 @@ pub(super) fn abort_sink(slot: &mut Slot, why: String) {
     }
 }
 
-fn refuse(slot: &mut Slot, why: String) {
+pub(super) fn refuse(slot: &mut Slot, why: String) {
     let msg = format!("refused: {why}");
     slot.rx.inner_mut().close(CloseCode::Refused, &msg);
     slot.app.error.get_or_insert(msg);
@@ -158,6 +188,11 @@ fn on_manifest(slot: &mut Slot, ctx: &mut Ctx) {
     let Some(m) = slot.rx.inner().manifest() else {
         return;
     };
+    if slot.rx.inner().is_get() {
+        // A request (§5.6): nothing is written; the server answers it.
+        slot.app.wants_answer = true;
+        return;
+    }
     let targets = slot.app.root.placed_paths(m);
     if let Some(why) = ctx.limits.check(m, &targets) {
         return refuse(slot, why);
@@ -204,6 +239,11 @@ pub(super) fn start_sink(slot: &mut Slot, ctx: &Ctx, resume: bool) {
 pub(super) fn log(slot: &Slot, now: Instant) -> SessionLog {
     SessionLog {
         session: slot.rx.inner().session_id(),
+        direction: if slot.rx.inner().is_get() {
+            "request"
+        } else {
+            "received"
+        },
         peer: slot.peer,
         client: slot.app.who.clone(),
         cipher: slot.rx.cipher().name(),

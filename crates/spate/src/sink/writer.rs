@@ -344,7 +344,7 @@ impl Writer {
             EntryKind::StreamedFile => Some(open.trailer.digest().ok_or_else(|| {
                 io::Error::other("internal error: a streamed file ended without its digest")
             })?),
-            EntryKind::File | EntryKind::Directory => listed,
+            EntryKind::File | EntryKind::Directory | EntryKind::Request { .. } => listed,
         };
         if let Some(want) = digest {
             // Every block hashed: the map holds one value per block, in order.
