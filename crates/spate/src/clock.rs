@@ -14,6 +14,20 @@ pub fn process_start() -> std::time::Instant {
     *PROCESS_START.get_or_init(std::time::Instant::now)
 }
 
+/// User + system CPU seconds from `getrusage(who)`: `libc::RUSAGE_SELF` (the process) or
+/// `libc::RUSAGE_THREAD` (the calling thread); 0 if the call fails. For reports (a thread's
+/// share of a transfer's CPU), never for protocol decisions.
+pub fn cpu_seconds(who: libc::c_int) -> f64 {
+    // SAFETY: getrusage only writes the struct we pass.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a rusage.
+    if unsafe { libc::getrusage(who, &mut u) } != 0 {
+        return 0.0;
+    }
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
 /// Monotonic time since creation, in the protocol core's units.
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {

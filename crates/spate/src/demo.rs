@@ -102,6 +102,7 @@ pub fn run(cfg: &DemoConfig) -> Result<DemoReport> {
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
             security,
+            sealers: 0,
         },
         |s| bar.update(s),
     );

@@ -98,13 +98,7 @@ pub fn get(
         .ok()
         .filter(|k| k.len() == 16)
         .context("the remote announced a bad knock")?;
-    let bind: SocketAddr = if remote.addr.is_ipv6() {
-        "[::]:0"
-    } else {
-        "0.0.0.0:0"
-    }
-    .parse()?;
-    let socket = Socket::bind(bind).context("cannot open a UDP socket")?;
+    let socket = socket_for(remote.addr)?;
     let mut knock = KNOCK.to_vec();
     knock.extend_from_slice(&knock_secret);
     // A few knocks, in case one is lost; the remote acts on the first.
@@ -113,31 +107,18 @@ pub fn get(
         std::thread::sleep(Duration::from_millis(30));
     }
     let access = Access::default().with_token(secret);
-    let mut server = Server::on_socket(socket, root, identity, access)?.once(WAIT);
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut log = None;
-    server.run_with_progress(&stop, |s| log = Some(s.clone()), progress)?;
+    let server = Server::on_socket(socket, root, identity, access)?.once(WAIT);
     let remote_addr = remote.addr;
+    let log = receive_one(server, progress, || {
+        format!(
+            "no data from {host} within {} s: is UDP from port {} blocked by a firewall? (open \
+             a range and pass it with --port-range LO-HI)",
+            WAIT.as_secs(),
+            remote_addr.port()
+        )
+    });
     drop(remote);
-    let Some(log) = log else {
-        return Err(tag(
-            anyhow::anyhow!(
-                "no data from {} within {} s: is UDP from port {} blocked by a firewall? (open \
-                 a range and pass it with --port-range LO-HI)",
-                host,
-                WAIT.as_secs(),
-                remote_addr.port()
-            ),
-            Exit::Unreachable,
-        ));
-    };
-    if let Some(e) = &log.error {
-        bail!(tag(
-            anyhow::anyhow!("the download failed: {}", crate::report::escape(e)),
-            Exit::Interrupted
-        ));
-    }
-    Ok(log)
+    log
 }
 
 /// Download `o.paths` from the daemon at `server` into `local` (spec §2.1, §5.6).
@@ -161,13 +142,7 @@ pub fn get_daemon(
     let root = Root::new(local).map_err(|e| tag(e, Exit::Input))?;
     let request =
         crate::request::request(&o.paths, o.recursive).map_err(|e| tag(e, Exit::Input))?;
-    let bind: SocketAddr = if server.is_ipv6() {
-        "[::]:0"
-    } else {
-        "0.0.0.0:0"
-    }
-    .parse()?;
-    let socket = Socket::bind(bind).context("cannot open a UDP socket")?;
+    let socket = socket_for(server)?;
     let (connect_timeout, idle_timeout) = timeouts;
     let cfg = SendConfig {
         server,
@@ -177,6 +152,7 @@ pub fn get_daemon(
         resume: o.resume,
         fec: spate_proto::coding::Fec::Off,
         security: security.clone(),
+        sealers: 0,
     };
     let id = crate::random::u64() as u32;
     crate::send::send_via(
@@ -199,22 +175,42 @@ pub fn get_daemon(
         may_get: false,
         comment: "the daemon".to_owned(),
     }]);
-    let mut server_side = Server::on_socket(socket, root, identity, access)?
+    let answer = Server::on_socket(socket, root, identity, access)?
         .hide_identity()
         .once(WAIT);
+    receive_one(answer, progress, || {
+        format!(
+            "the daemon at {server} accepted the request but its answer did not arrive within \
+             {} s: does a firewall here drop UDP from port {}?",
+            WAIT.as_secs(),
+            server.port()
+        )
+    })
+}
+
+/// A UDP socket on any local port of `peer`'s address family.
+fn socket_for(peer: SocketAddr) -> Result<Socket> {
+    let bind: SocketAddr = if peer.is_ipv6() {
+        "[::]:0"
+    } else {
+        "0.0.0.0:0"
+    }
+    .parse()?;
+    Socket::bind(bind).context("cannot open a UDP socket")
+}
+
+/// Receive the one session `server` is waiting for: its log, or — `silent()` says why — an
+/// error when none came or it failed.
+fn receive_one(
+    mut server: Server,
+    progress: impl FnMut(&crate::serve::Received),
+    silent: impl FnOnce() -> String,
+) -> Result<SessionLog> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut log = None;
-    server_side.run_with_progress(&stop, |s| log = Some(s.clone()), progress)?;
+    server.run_with_progress(&stop, |s| log = Some(s.clone()), progress)?;
     let Some(log) = log else {
-        return Err(tag(
-            anyhow::anyhow!(
-                "the daemon at {server} accepted the request but its answer did not arrive \
-                 within {} s: does a firewall here drop UDP from port {}?",
-                WAIT.as_secs(),
-                server.port()
-            ),
-            Exit::Unreachable,
-        ));
+        return Err(tag(anyhow::anyhow!(silent()), Exit::Unreachable));
     };
     if let Some(e) = &log.error {
         bail!(tag(
@@ -282,6 +278,7 @@ pub fn push_once(
             cipher: crate::pin::default_cipher(),
             auth,
         },
+        sealers: crate::seal_pool::auto_sealers(),
     };
     crate::send::send_plan_on(socket, &plan, &cfg, |_| {})?;
     Ok(())

@@ -17,6 +17,7 @@
 //! | [`pin`] | the client's server keys: `known_hosts`, first contact, changed keys |
 //! | [`config`] | defaults for `send` from `config.toml` |
 //! | [`send`] | the sending event loop |
+//! | [`seal_pool`] | sealing and sending full batches on N more threads, in order (`--sealers`) |
 //! | [`ssh`] | a one-off receiver started over the user's ssh (`host:DEST`) |
 //! | [`get`] | downloads: over ssh (the remote sends to the port this side knocked from) and from a daemon (a request, then its answering session) |
 //! | [`request`] | a download's request (spec §5.6) resolved beneath a server's root, following no link |
@@ -51,6 +52,7 @@ pub mod relay;
 pub mod report;
 pub mod request;
 pub mod scan;
+pub mod seal_pool;
 pub mod send;
 pub mod serve;
 pub mod sink;

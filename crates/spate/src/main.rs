@@ -301,6 +301,11 @@ struct SendArgs {
     /// No progress bar or summary (errors are still printed).
     #[arg(short, long)]
     quiet: bool,
+    /// Threads that seal and send full batches besides the sending loop, for transfers the
+    /// CPU limits (each seals ~30 Gbit/s of AES-256-GCM) [default: none below 4 cores, else
+    /// all but two, at most 8].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=64))]
+    sealers: Option<u16>,
     #[command(flatten)]
     client: ClientArgs,
     #[command(flatten)]
@@ -1059,6 +1064,9 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
         resume: a.resume,
         fec: a.rate.fec,
         security,
+        sealers: a
+            .sealers
+            .map_or_else(spate::seal_pool::auto_sealers, usize::from),
     };
     let result = send(&plan, &cfg, |s| {
         bar.update(s);

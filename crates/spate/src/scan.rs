@@ -116,33 +116,27 @@ pub(crate) trait ScannedMeta {
     fn scanned(&self) -> (u64, u32, i64, i64, u64, u64);
 }
 
-impl ScannedMeta for fs::Metadata {
-    fn scanned(&self) -> (u64, u32, i64, i64, u64, u64) {
-        use std::os::unix::fs::MetadataExt as M;
-        (
-            self.len(),
-            M::mode(self),
-            M::mtime(self),
-            M::mtime_nsec(self),
-            M::dev(self),
-            M::ino(self),
-        )
-    }
+/// Both metadata types answer with the same Unix fields, through their own `MetadataExt`.
+macro_rules! scanned_meta {
+    ($meta:ty, $ext:path) => {
+        impl ScannedMeta for $meta {
+            fn scanned(&self) -> (u64, u32, i64, i64, u64, u64) {
+                use $ext as M;
+                (
+                    self.len(),
+                    M::mode(self),
+                    M::mtime(self),
+                    M::mtime_nsec(self),
+                    M::dev(self),
+                    M::ino(self),
+                )
+            }
+        }
+    };
 }
 
-impl ScannedMeta for cap_std::fs::Metadata {
-    fn scanned(&self) -> (u64, u32, i64, i64, u64, u64) {
-        use cap_std::fs::MetadataExt as M;
-        (
-            self.len(),
-            M::mode(self),
-            M::mtime(self),
-            M::mtime_nsec(self),
-            M::dev(self),
-            M::ino(self),
-        )
-    }
-}
+scanned_meta!(fs::Metadata, std::os::unix::fs::MetadataExt);
+scanned_meta!(cap_std::fs::Metadata, cap_std::fs::MetadataExt);
 
 /// Build the plan for `sources` sent to `dest` (already normalised by [`normalize_dest`]).
 pub fn plan(sources: &[PathBuf], dest: &str, recursive: bool) -> Result<Plan> {

@@ -20,6 +20,7 @@ use spate_proto::{
 
 use crate::clock::Clock;
 use crate::scan::Plan;
+use crate::seal_pool::SealPool;
 use crate::source::FileSource;
 use crate::udp::{RecvBatch, Socket};
 
@@ -48,6 +49,9 @@ pub struct SendConfig {
     pub fec: spate_proto::coding::Fec,
     /// Keys and cipher (spec §9).
     pub security: Security,
+    /// Threads that seal and send full batches besides the sending loop's (0: the loop does
+    /// it all; see `seal_pool.rs`, [`crate::seal_pool::auto_sealers`]).
+    pub sealers: usize,
 }
 
 /// How a session is protected (spec §9).
@@ -98,6 +102,9 @@ pub struct SendResult {
     pub seconds: f64,
     /// Entries of the manifest.
     pub entries: usize,
+    /// CPU seconds of the sending loop's own thread (without the reader thread and the
+    /// sealing threads): what `--sealers` takes off it.
+    pub loop_cpu_s: f64,
     /// Final sender statistics.
     pub stats: spate_proto::SenderStats,
     /// Coding statistics (spec §6.9).
@@ -283,6 +290,7 @@ pub fn send_via(
         auth: cfg.security.auth,
         seed: crate::random::bytes32(),
     };
+    let loop_cpu_start = crate::clock::cpu_seconds(libc::RUSAGE_THREAD);
     let mut sender = SecureSender::new(scfg, session, manifest, clock.now(), params)
         .map_err(|e| anyhow::anyhow!("cannot send these files: {e}"))?;
     let mut buf = vec![0u8; segments * datagram];
@@ -292,65 +300,100 @@ pub fn send_via(
     let mut first_data: Option<std::time::Instant> = None;
     crate::clock::process_start();
 
-    // Whether the socket may hold feedback: known after a sleep; otherwise it is looked at no
-    // more than every RECV_CHECK (an empty recvmmsg per loop was 40 % of all system calls).
-    let mut readable = true;
-    let mut last_recv = Instant::ZERO;
-    loop {
-        if readable || clock.now().saturating_since(last_recv) >= RECV_CHECK {
-            last_recv = clock.now();
-            // Any source: the core keeps only this session's packets (by session id), and
-            // a server with several addresses may answer from another one.
-            link.recv(|d| {
-                let _ = sender.handle_datagram(clock.now(), d);
-            })?;
-        }
-        let now = clock.now();
-        if sender.poll_timeout().is_some_and(|t| t <= now) {
-            sender.handle_timeout(now);
-        }
-        // Send: first what the kernel refused last time, then what the core releases.
+    std::thread::scope(|scope| -> Result<()> {
+        let mut pool =
+            (cfg.sealers > 0).then(|| SealPool::start(scope, socket, cfg.sealers, buf.len()));
+        // Whether the socket may hold feedback: known after a sleep; otherwise it is looked at no
+        // more than every RECV_CHECK (an empty recvmmsg per loop was 40 % of all system calls).
+        let mut readable = true;
+        let mut last_recv = Instant::ZERO;
+        // Whether the loop is CPU-bound: it slept less than a tenth of the last period.
+        let mut busy = Busy::default();
         loop {
-            let (len, seg) = match pending.take() {
-                Some(p) => p,
-                None => match sender.poll_transmit(now, &mut buf, source) {
-                    Some(t) => (t.len, t.segment_size),
-                    None => break,
-                },
-            };
-            if !socket.send(cfg.server, &buf[..len], seg)? {
-                pending = Some((len, seg));
+            if readable || clock.now().saturating_since(last_recv) >= RECV_CHECK {
+                last_recv = clock.now();
+                // Any source: the core keeps only this session's packets (by session id), and
+                // a server with several addresses may answer from another one.
+                link.recv(|d| {
+                    let _ = sender.handle_datagram(clock.now(), d);
+                })?;
+            }
+            let now = clock.now();
+            if sender.poll_timeout().is_some_and(|t| t <= now) {
+                sender.handle_timeout(now);
+            }
+            // Send: first what the kernel refused last time, then what the core releases — full
+            // batches through the sealing threads, if any (`seal_pool.rs`).
+            loop {
+                if let Some(e) = pool.as_ref().and_then(SealPool::error) {
+                    return Err(e.into());
+                }
+                let (len, seg) = match pending.take() {
+                    Some(p) => p,
+                    None => {
+                        let Some((t, sealer)) =
+                            sender.poll_transmit_deferred(now, &mut buf, source)
+                        else {
+                            break;
+                        };
+                        let full = t.len > (segments - 1) * t.segment_size;
+                        let to_pool = match pool.as_mut() {
+                            Some(p) => (full && busy.now) || p.outstanding() > 0,
+                            None => false,
+                        };
+                        if let Some(p) = pool.as_mut().filter(|_| to_pool) {
+                            let batch = std::mem::replace(&mut buf, p.buffer()?);
+                            p.submit(batch, t.len, t.segment_size, sealer, cfg.server)?;
+                            continue;
+                        }
+                        if let Some(s) = sealer {
+                            s.seal_batch(&mut buf[..t.len], t.segment_size);
+                        }
+                        (t.len, t.segment_size)
+                    }
+                };
+                if !socket.send(cfg.server, &buf[..len], seg)? {
+                    pending = Some((len, seg));
+                    break;
+                }
+            }
+            if first_data.is_none() && sender.inner().stats().new_bytes_sent > 0 {
+                first_data = Some(std::time::Instant::now());
+            }
+            while let Some(e) = sender.poll_event() {
+                if let SenderEvent::Failed(err) = e {
+                    failure = Some(err);
+                }
+            }
+            if now.saturating_since(last_progress) >= PROGRESS_EVERY {
+                progress(sender.inner());
+                last_progress = now;
+            }
+            if sender.is_closed() && pending.is_none() {
                 break;
             }
-        }
-        if first_data.is_none() && sender.inner().stats().new_bytes_sent > 0 {
-            first_data = Some(std::time::Instant::now());
-        }
-        while let Some(e) = sender.poll_event() {
-            if let SenderEvent::Failed(err) = e {
-                failure = Some(err);
+            let next = sender.poll_timeout().unwrap_or(now + PROGRESS_EVERY);
+            let mut wait = clock.until(next).min(PROGRESS_EVERY);
+            if sender.inner().starved() {
+                // The reader has not caught up: look again soon (the disk is the bottleneck; a
+                // millisecond costs it nothing, and feedback still wakes us at once).
+                wait = wait.min(STARVED_WAIT);
+            }
+            if !wait.is_zero() || pending.is_some() {
+                let slept = std::time::Instant::now();
+                readable = link.wait(wait, pending.is_some())?;
+                busy.slept(slept.elapsed());
+            } else {
+                readable = false;
+                busy.slept(Duration::ZERO);
             }
         }
-        if now.saturating_since(last_progress) >= PROGRESS_EVERY {
-            progress(sender.inner());
-            last_progress = now;
+        // The last batches (the CLOSE among them) leave before the workers stop.
+        if let Some(p) = pool.as_mut() {
+            p.drain();
         }
-        if sender.is_closed() && pending.is_none() {
-            break;
-        }
-        let next = sender.poll_timeout().unwrap_or(now + PROGRESS_EVERY);
-        let mut wait = clock.until(next).min(PROGRESS_EVERY);
-        if sender.inner().starved() {
-            // The reader has not caught up: look again soon (the disk is the bottleneck; a
-            // millisecond costs it nothing, and feedback still wakes us at once).
-            wait = wait.min(STARVED_WAIT);
-        }
-        if !wait.is_zero() || pending.is_some() {
-            readable = link.wait(wait, pending.is_some())?;
-        } else {
-            readable = false;
-        }
-    }
+        Ok(())
+    })?;
     progress(sender.inner());
     if let Some(err) = failure {
         use crate::exit::{tag, Exit};
@@ -373,6 +416,7 @@ pub fn send_via(
     Ok(SendResult {
         seconds: clock.now().as_secs_f64(),
         entries: manifest.entries.len(),
+        loop_cpu_s: crate::clock::cpu_seconds(libc::RUSAGE_THREAD) - loop_cpu_start,
         stats: *inner.stats(),
         coding: *inner.coding_stats(),
         srtt: inner.rtt().smoothed(),
@@ -387,6 +431,29 @@ pub fn send_via(
         dropped_not_authentic: sender.secure_stats().not_authentic,
         dropped_replayed: sender.secure_stats().replayed,
     })
+}
+
+/// Whether the sending loop is CPU-bound (`seal_pool.rs` hands it batches only then): it slept
+/// less than a tenth of the last 20 ms.
+#[derive(Default)]
+struct Busy {
+    now: bool,
+    since: Option<std::time::Instant>,
+    slept: Duration,
+}
+
+impl Busy {
+    const PERIOD: Duration = Duration::from_millis(20);
+
+    fn slept(&mut self, d: Duration) {
+        self.slept += d;
+        let since = *self.since.get_or_insert_with(std::time::Instant::now);
+        if since.elapsed() >= Self::PERIOD {
+            self.now = self.slept < Self::PERIOD / 10;
+            self.since = Some(std::time::Instant::now());
+            self.slept = Duration::ZERO;
+        }
+    }
 }
 
 /// What a failure means for the user, and what to do.

@@ -169,6 +169,25 @@ impl Socket {
         }
     }
 
+    /// Sleep until the socket can take more, or until `timeout` (at least 1 ms).
+    pub fn wait_writable(&self, timeout: Duration) -> io::Result<()> {
+        let mut pfd = libc::pollfd {
+            fd: self.io.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().clamp(1, 3_600_000) as libc::c_int;
+        // SAFETY: one valid pollfd.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// Sleep until readable (or also writable, if `writable`) or until `timeout`. Returns
     /// whether the socket is readable (true also when interrupted: look anyway).
     pub fn wait(&self, timeout: Duration, writable: bool) -> io::Result<bool> {

@@ -95,6 +95,10 @@ enum End {
         /// Coding (spec §6.9): auto, off, or a repair rate.
         #[arg(long, default_value = "auto", value_parser = spate_proto::coding::Fec::parse)]
         fec: spate_proto::coding::Fec,
+        /// Threads that seal and send full batches besides the sending loop (default: as
+        /// `spate send --sealers auto`).
+        #[arg(long)]
+        sealers: Option<usize>,
         /// Print `{"delivered": BYTES}` once a second (the emulator stops the sender at the end
         /// of a run and keeps its last count).
         #[arg(long)]
@@ -125,6 +129,7 @@ pub fn run(a: EndArgs) -> Result<()> {
             min_rate,
             compete,
             fec,
+            sealers,
             progress,
         } => {
             let rate = match fixed {
@@ -141,7 +146,16 @@ pub fn run(a: EndArgs) -> Result<()> {
                     }
                 }
             };
-            spate_send(to, &keys, &cipher, mem, file, (rate, fec), progress)?
+            let sealers = sealers.unwrap_or_else(spate::seal_pool::auto_sealers);
+            spate_send(
+                to,
+                &keys,
+                &cipher,
+                mem,
+                file,
+                (rate, fec, sealers),
+                progress,
+            )?
         }
     };
     let mut out = json!({ "bytes": bytes, "seconds": seconds, "cpu_s": cpu_seconds() });
@@ -160,14 +174,7 @@ pub fn cpu_seconds() -> f64 {
 /// User + system CPU seconds from `getrusage(who)`: `RUSAGE_SELF` (the process) or
 /// `RUSAGE_THREAD` (the calling thread); 0 if the call fails.
 pub fn rusage_seconds(who: libc::c_int) -> f64 {
-    // SAFETY: getrusage only writes the struct we pass.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a rusage.
-    if unsafe { libc::getrusage(who, &mut u) } != 0 {
-        return 0.0;
-    }
-    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
-    t(u.ru_utime) + t(u.ru_stime)
+    spate::clock::cpu_seconds(who)
 }
 
 /// What an end moved: bytes, seconds, and more fields for its JSON line (a Spate sender:
@@ -304,7 +311,7 @@ fn spate_send(
     cipher: &str,
     mem: Option<u64>,
     file: Option<PathBuf>,
-    (rate, fec): (RateConfig, spate_proto::coding::Fec),
+    (rate, fec, sealers): (RateConfig, spate_proto::coding::Fec, usize),
     progress: bool,
 ) -> Result<Moved> {
     let (start, mut last, mut last_mode) = (Instant::now(), Instant::now(), None);
@@ -342,6 +349,7 @@ fn spate_send(
         resume: false,
         fec,
         security,
+        sealers,
     };
     let r = match (mem, file) {
         (Some(bytes), None) => {
@@ -369,6 +377,7 @@ fn spate_send(
         "retransmission_overhead": retx,
         "first_data_s": r.first_data_s,
         "file_bytes_read": r.file_bytes_read,
+        "loop_cpu_s": r.loop_cpu_s,
     });
     Ok((r.stats.delivered_bytes, r.seconds, extra))
 }

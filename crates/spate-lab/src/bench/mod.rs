@@ -14,6 +14,8 @@
 //!    core here, slower than it encrypts, so this row is no faster), and with `--policy fixed
 //!    --rate 30G` (the driver's own limit, with no rate control). The encrypted row states the
 //!    AEAD's share of each end's CPU and how close the pair came to what the cores allow;
+//!    the encrypted run again with `--sealers 1` (full batches sealed and sent by a second
+//!    thread, `spate::seal_pool`);
 //! 5. **Spate file → file**: a file on tmpfs to a directory on tmpfs, BLAKE3 included, beside
 //!    the receiver's own limit there: one process writing a new file of the same size in
 //!    256 KiB writes (fresh tmpfs pages cost far more than memory copies on a VM: 0.3–0.8 GB/s
@@ -240,7 +242,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         place.name,
         a.size >> 20
     );
-    let mut mem = repeated(place.name, MEM, a.repeat, retx, || {
+    let mut mem = repeated(place.name, MEM, a.repeat, retx_and_loop, || {
         pair(place, exe, &recv(&[]), &send(&["--mem", &size]))
     })?;
 
@@ -268,7 +270,20 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         num(cores / both, 1, ""),
         100.0 * mem.gbps * both / cores
     );
+    // Sealing and sending full batches on another thread (`--sealers 1`, `seal_pool.rs`):
+    // the sending loop keeps only the building of packets. Where the receiver shares the
+    // cores, the thread competes with it.
+    eprintln!("[{}] {MEM_SEALER} …", place.name);
+    let sealer = repeated(place.name, MEM_SEALER, a.repeat, retx_and_loop, || {
+        pair(
+            place,
+            exe,
+            &recv(&[]),
+            &send(&["--mem", &size, "--sealers", "1"]),
+        )
+    })?;
     rows.push(mem);
+    rows.push(sealer);
     rows.push(none);
 
     eprintln!("[{}] {MEM_FIXED} …", place.name);
@@ -460,6 +475,7 @@ fn finish_raw(mut c: Child, what: &str, limit: Duration) -> Result<Vec<u8>> {
 /// the run shows the driver's own limit, without rate control.
 const FIXED_GBPS: f64 = 30.0;
 const MEM: &str = "Spate memory → memory (AES-256-GCM)";
+const MEM_SEALER: &str = "Spate memory → memory (AES-256-GCM), sealing on a second thread";
 const MEM_NONE: &str = "Spate memory → memory, --cipher none (authenticated only, GMAC)";
 const AEAD_LIMIT: &str = "AES-256-GCM seal, one core (the sender's crypto limit)";
 /// DATA payload of a 1472-byte datagram with its tag: 1472 − 24 − 16.
@@ -467,6 +483,18 @@ const AEAD_PAYLOAD: usize = 1432;
 const FILE: &str = "Spate file → file (tmpfs)";
 const TMPFS_WRITE: &str = "tmpfs write, new file (the receiver's disk limit)";
 const MEM_FIXED: &str = "Spate memory → memory, --policy fixed --rate 30G";
+
+/// [`retx`], and the sending loop's own thread in % of a core per Gbit/s (what sealing
+/// threads take off it).
+fn retx_and_loop(sender: &Value) -> String {
+    let gbit = sender["bytes"].as_f64().unwrap_or(0.0) * 8.0 / 1e9;
+    let looped = sender["loop_cpu_s"].as_f64().unwrap_or(f64::NAN);
+    format!(
+        "{}; sending loop {} % of a core per Gbit/s",
+        retx(sender),
+        num(100.0 * looped / gbit, 1, "")
+    )
+}
 
 fn retx(sender: &Value) -> String {
     let r = sender["retransmission_overhead"]

@@ -16,6 +16,7 @@ use snow::HandshakeState;
 use super::aead::Cipher;
 use super::handshake::{self, HandshakeError};
 use super::protect::Protection;
+use super::schedule::Sealer;
 use super::{types, AUTH_LEN, KEY_LEN, RETRY_TOKEN_LEN};
 use crate::config::{Overhead, SenderConfig};
 use crate::event::{DropReason, SenderEvent, SessionError};
@@ -169,6 +170,23 @@ impl SecureSender {
         buf: &mut [u8],
         source: &mut impl Source,
     ) -> Option<Transmit> {
+        let (t, sealer) = self.poll_transmit_deferred(now, buf, source)?;
+        if let Some(s) = sealer {
+            s.seal_batch(&mut buf[..t.len], t.segment_size);
+        }
+        Some(t)
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit), leaving the sealing of the batch to the caller,
+    /// who may run it on another thread before sending (spec §9.4 is unchanged: the same key,
+    /// nonce and associated data). `Some(sealer)`: the batch is still to be sealed with it;
+    /// `None`: it is ready to send (the HELLO, or a batch that crosses an epoch).
+    pub fn poll_transmit_deferred(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut impl Source,
+    ) -> Option<(Transmit, Option<Sealer>)> {
         loop {
             let t = self.inner.poll_transmit(now, buf, source)?;
             if buf[1] & 0x0f == PacketType::Hello as u8 {
@@ -177,17 +195,18 @@ impl SecureSender {
                 }
                 let n = self.hello.len();
                 buf.get_mut(..n)?.copy_from_slice(&self.hello);
-                return Some(Transmit {
+                let t = Transmit {
                     len: n,
                     segment_size: n,
-                });
+                };
+                return Some((t, None));
             }
             let Some(prot) = self.prot.as_mut() else {
                 // No keys yet (a CLOSE during the handshake): nothing may leave unsealed.
                 continue;
             };
-            prot.seal_batch(&mut buf[..t.len], t.segment_size);
-            return Some(t);
+            let sealer = prot.sealer_for(&mut buf[..t.len], t.segment_size);
+            return Some((t, sealer));
         }
     }
 

@@ -6,7 +6,7 @@
 
 use super::client::{packet_number, SecureStats};
 use super::replay::ReplayWindow;
-use super::schedule::{OpenKeys, SealKeys};
+use super::schedule::{OpenKeys, SealKeys, Sealer};
 use super::{Cipher, INTEGRITY_LIMIT};
 use crate::event::DropReason;
 
@@ -33,6 +33,19 @@ impl Protection {
         for seg in batch.chunks_mut(stride.max(1)) {
             self.seal.seal(packet_number(seg), seg);
         }
+    }
+
+    /// The sealing of a batch (`stride` bytes apart) for another thread, if its packets are
+    /// in one epoch; else the batch is sealed here and `None` returned.
+    pub(crate) fn sealer_for(&mut self, batch: &mut [u8], stride: usize) -> Option<Sealer> {
+        let first = packet_number(batch);
+        let last_at = (batch.len().saturating_sub(1) / stride.max(1)) * stride.max(1);
+        let last = packet_number(&batch[last_at..]);
+        let sealer = self.seal.sealer(first, last);
+        if sealer.is_none() {
+            self.seal_batch(batch, stride);
+        }
+        sealer
     }
 
     /// Note an incoming packet number that arrived inside the handshake (it is not sealed).

@@ -217,6 +217,7 @@ fn run(
             cipher: job.cipher,
             auth: [0; 16],
         },
+        sealers: crate::seal_pool::auto_sealers(),
     };
     let mut source = FileSource::new(&plan.sources, &plan.manifest.entries);
     let link = Link::shared(&job.socket, inbox);
