@@ -278,7 +278,7 @@ pub fn push_once(
             cipher: crate::pin::default_cipher(),
             auth,
         },
-        sealers: crate::seal_pool::auto_sealers(),
+        sealers: crate::seal_pool::auto_threads(),
     };
     crate::send::send_plan_on(socket, &plan, &cfg, |_| {})?;
     Ok(())

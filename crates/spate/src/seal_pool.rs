@@ -38,9 +38,10 @@ const WRITABLE_WAIT: Duration = Duration::from_millis(1);
 /// A batch not back after this long means a worker is stuck (one takes microseconds).
 const STUCK: Duration = Duration::from_secs(10);
 
-/// Worker threads for `spate send --sealers auto`: none below 4 cores (the loop, the reader
-/// and — on a test machine — the receiver already use 2–3), else all but two, at most 8.
-pub fn auto_sealers() -> usize {
+/// Crypto threads by default (`spate send --sealers`, `spate serve --openers`): none below 4
+/// cores (the loop, the reader or writers and — on a test machine — the other end already
+/// use 2–3), else all but two, at most 8.
+pub fn auto_threads() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores < 4 {
         0

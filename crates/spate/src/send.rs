@@ -50,7 +50,7 @@ pub struct SendConfig {
     /// Keys and cipher (spec §9).
     pub security: Security,
     /// Threads that seal and send full batches besides the sending loop's (0: the loop does
-    /// it all; see `seal_pool.rs`, [`crate::seal_pool::auto_sealers`]).
+    /// it all; see `seal_pool.rs`, [`crate::seal_pool::auto_threads`]).
     pub sealers: usize,
 }
 

@@ -253,6 +253,21 @@ impl RecvBatch {
             .sum()
     }
 
+    /// Every datagram received (GRO super-datagrams split), with its source, as disjoint
+    /// slices that other threads may work on at once.
+    pub fn datagrams_mut(&mut self) -> Vec<(SocketAddr, &mut [u8])> {
+        let mut out = Vec::with_capacity(self.datagrams());
+        for (m, buf) in self.meta[..self.filled]
+            .iter()
+            .zip(self.storage.chunks_mut(RECV_BUF))
+        {
+            for d in buf[..m.len.min(RECV_BUF)].chunks_mut(m.stride.max(1)) {
+                out.push((m.addr, d));
+            }
+        }
+        out
+    }
+
     /// Call `f(source, datagram)` for every datagram received (GRO super-datagrams split).
     pub fn for_each(&mut self, mut f: impl FnMut(SocketAddr, &mut [u8])) {
         for (i, m) in self.meta[..self.filled].iter().enumerate() {

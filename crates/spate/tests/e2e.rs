@@ -197,6 +197,41 @@ fn sealing_threads_deliver_byte_exact_and_in_order() {
     }
 }
 
+/// `serve --openers`: packets of large receive batches opened on other threads arrive
+/// byte-exact, and the pool did open some.
+#[test]
+fn packets_opened_on_other_threads_arrive_byte_exact() {
+    let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let f = src.path().join("opened.bin");
+    fs::write(&f, content(6, 48 << 20)).unwrap();
+    let mut server = bind("127.0.0.1:0".parse().unwrap(), dst.path())
+        .unwrap()
+        .openers(2)
+        .unwrap();
+    let addr = server.local_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = Arc::clone(&stop);
+    let thread = std::thread::spawn(move || {
+        server.run(&s, |_| {}).unwrap();
+        server
+    });
+    let r = send_to(addr, std::slice::from_ref(&f), "", false);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let server = thread.join().unwrap();
+    let r = r.unwrap();
+    assert_eq!(r.stats.delivered_bytes, 48 << 20);
+    assert_eq!(
+        fs::read(dst.path().join("opened.bin")).unwrap(),
+        content(6, 48 << 20)
+    );
+    eprintln!(
+        "{} of {} data packets opened on the pool",
+        server.opened_on_pool(),
+        r.stats.data_packets_sent
+    );
+    assert!(server.opened_on_pool() > 0);
+}
+
 #[test]
 fn a_thousand_small_files_and_a_tree_with_empty_files() {
     let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

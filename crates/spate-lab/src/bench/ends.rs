@@ -63,6 +63,10 @@ enum End {
         /// Give up when no session has ended within this many seconds.
         #[arg(long, default_value_t = 300)]
         max_seconds: u64,
+        /// Threads that open packets of large receive batches besides the loop (default: as
+        /// `spate serve --openers auto`).
+        #[arg(long)]
+        openers: Option<usize>,
     },
     SpateSend {
         #[arg(long)]
@@ -116,7 +120,8 @@ pub fn run(a: EndArgs) -> Result<()> {
             root,
             keys,
             max_seconds,
-        } => spate_recv(listen, root, &keys, max_seconds)?,
+            openers,
+        } => spate_recv(listen, root, &keys, max_seconds, openers)?,
         End::SpateSend {
             to,
             keys,
@@ -146,7 +151,7 @@ pub fn run(a: EndArgs) -> Result<()> {
                     }
                 }
             };
-            let sealers = sealers.unwrap_or_else(spate::seal_pool::auto_sealers);
+            let sealers = sealers.unwrap_or_else(spate::seal_pool::auto_threads);
             spate_send(
                 to,
                 &keys,
@@ -240,6 +245,7 @@ fn spate_recv(
     root: Option<PathBuf>,
     keys: &Path,
     max_seconds: u64,
+    openers: Option<usize>,
 ) -> Result<Moved> {
     let dir = match &root {
         Some(r) => r.clone(),
@@ -255,6 +261,9 @@ fn spate_recv(
     }]);
     let identity = Identity::load(&keys.join("server"))?;
     let mut server = Server::bind(listen, Root::new(&dir)?, identity, access)?;
+    if let Some(n) = openers {
+        server = server.openers(n)?;
+    }
     if root.is_none() {
         server = server.discard();
     }
@@ -269,12 +278,15 @@ fn spate_recv(
         }
         watchdog.store(true, Ordering::Relaxed);
     });
+    let loop_start = rusage_seconds(libc::RUSAGE_THREAD);
     server.run(&stop, |log| {
         result = Some((log.bytes, log.seconds, log.error.clone()));
         s2.store(true, Ordering::Relaxed);
     })?;
+    // The loop's own thread (without writers and opening threads).
+    let loop_cpu_s = rusage_seconds(libc::RUSAGE_THREAD) - loop_start;
     match result {
-        Some((bytes, secs, None)) => Ok((bytes, secs, json!({}))),
+        Some((bytes, secs, None)) => Ok((bytes, secs, json!({ "loop_cpu_s": loop_cpu_s }))),
         Some((_, _, Some(e))) => bail!("the session failed: {e}"),
         None => bail!("no session within {max_seconds} s"),
     }

@@ -15,7 +15,8 @@
 //!    --rate 30G` (the driver's own limit, with no rate control). The encrypted row states the
 //!    AEAD's share of each end's CPU and how close the pair came to what the cores allow;
 //!    the encrypted run again with `--sealers 1` (full batches sealed and sent by a second
-//!    thread, `spate::seal_pool`);
+//!    thread, `spate::seal_pool`), and with `--openers 1` at the receiver as well (large
+//!    receive batches opened half on a second thread);
 //! 5. **Spate file → file**: a file on tmpfs to a directory on tmpfs, BLAKE3 included, beside
 //!    the receiver's own limit there: one process writing a new file of the same size in
 //!    256 KiB writes (fresh tmpfs pages cost far more than memory copies on a VM: 0.3–0.8 GB/s
@@ -247,14 +248,20 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     })?;
 
     eprintln!("[{}] {MEM_NONE} …", place.name);
-    let none = repeated(place.name, MEM_NONE, a.repeat, retx, || {
-        pair(
-            place,
-            exe,
-            &recv(&[]),
-            &send(&["--mem", &size, "--cipher", "none"]),
-        )
-    })?;
+    let none = repeated(
+        place.name,
+        MEM_NONE,
+        a.repeat,
+        |s, _| retx(s),
+        || {
+            pair(
+                place,
+                exe,
+                &recv(&[]),
+                &send(&["--mem", &size, "--cipher", "none"]),
+            )
+        },
+    )?;
     // What encryption costs, from this run: the AEAD's own CPU per Gbit/s at each end (one
     // core seals at `seal` Gbit/s, so sealing costs 1/seal core-seconds per Gbit), against the
     // whole CPU per Gbit/s each end spent. Where both ends share the machine's cores, as here,
@@ -271,31 +278,48 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         100.0 * mem.gbps * both / cores
     );
     // Sealing and sending full batches on another thread (`--sealers 1`, `seal_pool.rs`):
-    // the sending loop keeps only the building of packets. Where the receiver shares the
-    // cores, the thread competes with it.
+    // the sending loop keeps only the building of packets; and opening large receive
+    // batches on another thread too (`--openers 1`, `serve/open.rs`). Where both ends share
+    // the cores, the threads compete with the other end.
     eprintln!("[{}] {MEM_SEALER} …", place.name);
     let sealer = repeated(place.name, MEM_SEALER, a.repeat, retx_and_loop, || {
         pair(
             place,
             exe,
-            &recv(&[]),
+            &recv(&["--openers", "0"]),
+            &send(&["--mem", &size, "--sealers", "1"]),
+        )
+    })?;
+    eprintln!("[{}] {MEM_BOTH} …", place.name);
+    let both_threads = repeated(place.name, MEM_BOTH, a.repeat, retx_and_loop, || {
+        pair(
+            place,
+            exe,
+            &recv(&["--openers", "1"]),
             &send(&["--mem", &size, "--sealers", "1"]),
         )
     })?;
     rows.push(mem);
     rows.push(sealer);
+    rows.push(both_threads);
     rows.push(none);
 
     eprintln!("[{}] {MEM_FIXED} …", place.name);
     let fixed = (FIXED_GBPS * 1e9).to_string();
-    rows.push(repeated(place.name, MEM_FIXED, a.repeat, retx, || {
-        pair(
-            place,
-            exe,
-            &recv(&[]),
-            &send(&["--mem", &size, "--fixed", &fixed]),
-        )
-    })?);
+    rows.push(repeated(
+        place.name,
+        MEM_FIXED,
+        a.repeat,
+        |s, _| retx(s),
+        || {
+            pair(
+                place,
+                exe,
+                &recv(&[]),
+                &send(&["--mem", &size, "--fixed", &fixed]),
+            )
+        },
+    )?);
 
     eprintln!("[{}] Spate file → file (tmpfs) …", place.name);
     let dir = tempfile::Builder::new()
@@ -327,18 +351,24 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     let src_s = src.to_string_lossy().into_owned();
     let copy = root.join("src.bin");
     let mut short = false;
-    let mut file_row = repeated(place.name, FILE, a.repeat, retx, || {
-        // Each run writes a new file, as the first did (an existing one would be skipped).
-        let _ = std::fs::remove_file(&copy);
-        let ends = pair(
-            place,
-            exe,
-            &recv(&["--root", &root_s]),
-            &send(&["--file", &src_s]),
-        )?;
-        short |= std::fs::metadata(&copy).map(|m| m.len()).ok() != Some(a.size);
-        Ok(ends)
-    })?;
+    let mut file_row = repeated(
+        place.name,
+        FILE,
+        a.repeat,
+        |s, _| retx(s),
+        || {
+            // Each run writes a new file, as the first did (an existing one would be skipped).
+            let _ = std::fs::remove_file(&copy);
+            let ends = pair(
+                place,
+                exe,
+                &recv(&["--root", &root_s]),
+                &send(&["--file", &src_s]),
+            )?;
+            short |= std::fs::metadata(&copy).map(|m| m.len()).ok() != Some(a.size);
+            Ok(ends)
+        },
+    )?;
     file_row.note = if short {
         "the copy is missing or short!".to_owned()
     } else {
@@ -365,13 +395,13 @@ fn repeated(
     path: &'static str,
     test: &'static str,
     repeat: u32,
-    note: impl Fn(&Value) -> String,
+    note: impl Fn(&Value, &Value) -> String,
     mut once: impl FnMut() -> Result<(Value, Value)>,
 ) -> Result<Row> {
     let mut runs = Vec::new();
     for _ in 0..repeat.max(1) {
         let (s, r) = once()?;
-        runs.push(row(path, test, &s, &r, note(&s)));
+        runs.push(row(path, test, &s, &r, note(&s, &r)));
     }
     let gbps: Vec<f64> = runs.iter().map(|r| r.gbps).collect();
     runs.sort_by(|a, b| a.gbps.total_cmp(&b.gbps));
@@ -476,6 +506,8 @@ fn finish_raw(mut c: Child, what: &str, limit: Duration) -> Result<Vec<u8>> {
 const FIXED_GBPS: f64 = 30.0;
 const MEM: &str = "Spate memory → memory (AES-256-GCM)";
 const MEM_SEALER: &str = "Spate memory → memory (AES-256-GCM), sealing on a second thread";
+const MEM_BOTH: &str =
+    "Spate memory → memory (AES-256-GCM), sealing and opening on a second thread each";
 const MEM_NONE: &str = "Spate memory → memory, --cipher none (authenticated only, GMAC)";
 const AEAD_LIMIT: &str = "AES-256-GCM seal, one core (the sender's crypto limit)";
 /// DATA payload of a 1472-byte datagram with its tag: 1472 − 24 − 16.
@@ -484,15 +516,22 @@ const FILE: &str = "Spate file → file (tmpfs)";
 const TMPFS_WRITE: &str = "tmpfs write, new file (the receiver's disk limit)";
 const MEM_FIXED: &str = "Spate memory → memory, --policy fixed --rate 30G";
 
-/// [`retx`], and the sending loop's own thread in % of a core per Gbit/s (what sealing
-/// threads take off it).
-fn retx_and_loop(sender: &Value) -> String {
-    let gbit = sender["bytes"].as_f64().unwrap_or(0.0) * 8.0 / 1e9;
-    let looped = sender["loop_cpu_s"].as_f64().unwrap_or(f64::NAN);
+/// [`retx`], and each end's loop thread in % of a core per Gbit/s (what sealing and opening
+/// threads take off them).
+fn retx_and_loop(sender: &Value, receiver: &Value) -> String {
+    let share = |end: &Value| {
+        let gbit = end["bytes"].as_f64().unwrap_or(0.0) * 8.0 / 1e9;
+        num(
+            100.0 * end["loop_cpu_s"].as_f64().unwrap_or(f64::NAN) / gbit,
+            1,
+            "",
+        )
+    };
     format!(
-        "{}; sending loop {} % of a core per Gbit/s",
+        "{}; loop threads {} (send) and {} (receive) % of a core per Gbit/s",
         retx(sender),
-        num(100.0 * looped / gbit, 1, "")
+        share(sender),
+        share(receiver)
     )
 }
 
@@ -666,7 +705,14 @@ mod tests {
         };
         // 1 Gbit in 0.5, 0.25, 1 s: 2, 4, 1 Gbit/s.
         let mut script = vec![run(0.5, 0.02), run(0.25, 0.04), run(1.0, 0.01)].into_iter();
-        let r = repeated("veth", MEM, 3, retx, || Ok(script.next().unwrap())).unwrap();
+        let r = repeated(
+            "veth",
+            MEM,
+            3,
+            |s, _| retx(s),
+            || Ok(script.next().unwrap()),
+        )
+        .unwrap();
         assert_eq!(r.gbps, 2.0);
         assert_eq!(r.cpu_per_gbit.0, 0.02);
         assert_eq!(r.runs, vec![2.0, 4.0, 1.0]);
@@ -681,10 +727,17 @@ mod tests {
             run(0.125, 0.0),
         ]
         .into_iter();
-        let r = repeated("veth", MEM, 4, retx, || Ok(script.next().unwrap())).unwrap();
+        let r = repeated(
+            "veth",
+            MEM,
+            4,
+            |s, _| retx(s),
+            || Ok(script.next().unwrap()),
+        )
+        .unwrap();
         assert_eq!(r.gbps, 2.0);
         // One run: no list.
-        let r = repeated("veth", MEM, 1, retx, || Ok(run(1.0, 0.0))).unwrap();
+        let r = repeated("veth", MEM, 1, |s, _| retx(s), || Ok(run(1.0, 0.0))).unwrap();
         assert_eq!((r.gbps, r.note.as_str()), (1.0, "1.00 % retransmitted"));
         assert!(r.runs.is_empty());
     }

@@ -35,8 +35,8 @@ pub use admit::{
 use crate::config::ReceiverConfig;
 use crate::receiver::DataChunk;
 use crate::secure::{
-    hello_retry_token, identity_packet, open_hello, retry_packet, types, HelloRefusal, RetryKey,
-    SecureReceiver, AUTH_LEN, KEY_LEN,
+    hello_retry_token, identity_packet, open_hello, retry_packet, types, HelloRefusal, Opener,
+    RetryKey, SecureReceiver, AUTH_LEN, KEY_LEN,
 };
 use crate::time::Instant;
 use crate::wire::{Close, CloseCode, PacketType, HEADER_LEN, HELLO_GET, MIN_DATAGRAM, VERSION};
@@ -237,35 +237,14 @@ impl<A> Endpoint<A> {
         }
         let ty = d[1] & 0x0f;
         let id = u32::from_be_bytes([d[2], d[3], d[4], d[5]]);
-        if let Some(s) = self.sessions.get_mut(&id) {
-            if !before_session(s, d) {
-                return Handled::Dropped;
-            }
-            // The peer's address changes only with a datagram the session accepts — an
-            // authentic one — and the new address starts unvalidated (spec §4.8, §9.4).
-            let res = if from == s.peer {
-                s.rx.handle_datagram(now, d)
-            } else {
-                s.rx.handle_datagram_from_new_address(now, d)
-            };
-            if res.is_ok() {
-                s.peer = from;
-            }
-            if !s.validated && s.rx.inner().was_validated() {
-                s.validated = true;
-                self.admission.left_half_open(s.peer.ip(), true);
-                if self.admission.validated > self.max_sessions {
-                    let msg = format!(
-                        "refused: the receiver is busy ({} transfers in progress); try again later",
-                        self.max_sessions
-                    );
-                    s.rx.inner_mut().close(CloseCode::Refused, &msg);
+        if self.sessions.contains_key(&id) {
+            return self.in_session(id, from, d, before_session, |rx, d, moved| {
+                if moved {
+                    rx.handle_datagram_from_new_address(now, d)
+                } else {
+                    rx.handle_datagram(now, d)
                 }
-            }
-            return match res {
-                Ok(chunk) => Handled::Session { id, chunk },
-                Err(_) => Handled::Dropped,
-            };
+            });
         }
         // Nothing for an unknown session but a full-size HELLO or IDENTIFY (§4.1, §9.6): an
         // answer is then never larger than what arrived.
@@ -343,6 +322,79 @@ impl<A> Endpoint<A> {
         Handled::Opened(id)
     }
 
+    /// The opener of `d` — a sealed packet of a session this endpoint holds, of an epoch whose
+    /// key is at hand — to open it on another thread before
+    /// [`handle_opened`](Self::handle_opened). Opening is the costly part of a packet (the
+    /// AEAD); what follows it is per-session state and stays on one thread.
+    pub fn opener(&self, d: &[u8]) -> Option<Opener> {
+        if d.len() < HEADER_LEN || d[0] != VERSION {
+            return None;
+        }
+        let id = u32::from_be_bytes([d[2], d[3], d[4], d[5]]);
+        self.sessions.get(&id)?.rx.opener(d)
+    }
+
+    /// [`handle`](Self::handle) for a datagram an [`Opener`] from [`opener`](Self::opener)
+    /// already opened in place (`opened`: its length, `None` if it was not authentic).
+    pub fn handle_opened(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        d: &mut [u8],
+        opened: Option<usize>,
+        before_session: impl FnOnce(&Slot<A>, &[u8]) -> bool,
+    ) -> Handled {
+        if d.len() < HEADER_LEN || d[0] != VERSION {
+            return Handled::Dropped;
+        }
+        let id = u32::from_be_bytes([d[2], d[3], d[4], d[5]]);
+        self.in_session(id, from, d, before_session, |rx, d, moved| {
+            rx.handle_opened(now, d, opened, moved)
+        })
+    }
+
+    /// A datagram of session `id`, which `process` hands to its protection.
+    fn in_session(
+        &mut self,
+        id: u32,
+        from: SocketAddr,
+        d: &mut [u8],
+        before_session: impl FnOnce(&Slot<A>, &[u8]) -> bool,
+        process: impl FnOnce(
+            &mut SecureReceiver,
+            &mut [u8],
+            bool,
+        ) -> Result<Option<DataChunk>, crate::event::DropReason>,
+    ) -> Handled {
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return Handled::Dropped;
+        };
+        if !before_session(s, d) {
+            return Handled::Dropped;
+        }
+        // The peer's address changes only with a datagram the session accepts — an
+        // authentic one — and the new address starts unvalidated (spec §4.8, §9.4).
+        let res = process(&mut s.rx, d, from != s.peer);
+        if res.is_ok() {
+            s.peer = from;
+        }
+        if !s.validated && s.rx.inner().was_validated() {
+            s.validated = true;
+            self.admission.left_half_open(s.peer.ip(), true);
+            if self.admission.validated > self.max_sessions {
+                let msg = format!(
+                    "refused: the receiver is busy ({} transfers in progress); try again later",
+                    self.max_sessions
+                );
+                s.rx.inner_mut().close(CloseCode::Refused, &msg);
+            }
+        }
+        match res {
+            Ok(chunk) => Handled::Session { id, chunk },
+            Err(_) => Handled::Dropped,
+        }
+    }
+
     /// A HELLO for a session that ended (delayed in the network, or a sender that reused its
     /// ID) gets a CLOSE instead of a new session nobody would drive (spec §4.1). Only a
     /// full-size HELLO gets here, so the answer is never larger than the packet. In the clear
@@ -418,6 +470,23 @@ mod tests {
     /// Run client and endpoint over a lossless zero-delay link until both are quiet or 5 s
     /// of virtual time passed; the datagrams the endpoint answered statelessly.
     fn run(c: &mut SecureSender, e: &mut Endpoint<u32>, host: &mut TestHost) -> usize {
+        run_with(c, e, |e, now, from, d, out| {
+            e.handle(now, from, d, out, host, |_, _| true)
+        })
+    }
+
+    /// [`run`], each datagram to the endpoint handed over by `deliver`.
+    fn run_with(
+        c: &mut SecureSender,
+        e: &mut Endpoint<u32>,
+        mut deliver: impl FnMut(
+            &mut Endpoint<u32>,
+            Instant,
+            SocketAddr,
+            &mut [u8],
+            &mut [u8; 128],
+        ) -> Handled,
+    ) -> usize {
         let from: SocketAddr = "192.0.2.1:4000".parse().unwrap();
         let mut answers = 0;
         let mut buf = vec![0u8; 1500];
@@ -427,8 +496,7 @@ mod tests {
             c.handle_timeout(now);
             while let Some(t) = c.poll_transmit(now, &mut buf, &mut Zeros) {
                 let mut d = buf[..t.len].to_vec();
-                if let Handled::Answer(n) = e.handle(now, from, &mut d, &mut out, host, |_, _| true)
-                {
+                if let Handled::Answer(n) = deliver(e, now, from, &mut d, &mut out) {
                     answers += 1;
                     let mut a = out[..n].to_vec();
                     let _ = c.handle_datagram(now, &mut a);
@@ -468,6 +536,51 @@ mod tests {
             events.iter().any(|ev| matches!(ev, SenderEvent::Failed(SessionError::PeerClosed { reason, .. }) if reason == "not authorized")),
             "{events:?}"
         );
+    }
+
+    /// Packets opened elsewhere (`opener`, then `handle_opened`) complete the transfer as
+    /// `handle` would; a replayed copy and a forged copy of each are dropped and counted.
+    #[test]
+    fn packets_opened_on_another_thread_are_handled_as_the_session_would() {
+        let mut host = TestHost {
+            allowed: public_key(&[1; 32]),
+            admitted: 0,
+        };
+        let mut e = endpoint();
+        let mut c = client([1; 32]);
+        let (mut via_opener, mut replays, mut forgeries) = (0, 0, 0);
+        run_with(&mut c, &mut e, |e, now, from, d, out| {
+            let Some(opener) = e.opener(d) else {
+                return e.handle(now, from, d, out, &mut host, |_, _| true);
+            };
+            via_opener += 1;
+            let (mut copy, mut forged) = (d.to_vec(), d.to_vec());
+            let n = forged.len() - 1;
+            forged[n] ^= 1;
+            let opened = std::thread::scope(|t| t.spawn(|| opener.open(d)).join().unwrap());
+            let h = e.handle_opened(now, from, d, opened, |_, _| true);
+            assert!(matches!(h, Handled::Session { .. }), "{h:?}");
+            let again = opener.open(&mut copy);
+            assert_eq!(
+                e.handle_opened(now, from, &mut copy, again, |_, _| true),
+                Handled::Dropped
+            );
+            replays += 1;
+            let bad = opener.open(&mut forged);
+            assert_eq!(bad, None);
+            assert_eq!(
+                e.handle_opened(now, from, &mut forged, bad, |_, _| true),
+                Handled::Dropped
+            );
+            forgeries += 1;
+            h
+        });
+        let events: Vec<_> = std::iter::from_fn(|| c.poll_event()).collect();
+        assert!(events.contains(&SenderEvent::Complete), "{events:?}");
+        assert!(via_opener >= 3, "{via_opener}");
+        let (_, s) = e.iter_mut().next().unwrap();
+        assert_eq!(s.rx.secure_stats().replayed, replays);
+        assert_eq!(s.rx.secure_stats().not_authentic, forgeries);
     }
 
     #[test]

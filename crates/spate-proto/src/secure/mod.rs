@@ -63,7 +63,7 @@ pub use aead::Cipher;
 pub use client::{ClientParams, SecureSender, SecureStats};
 pub use handshake::{public_key, HandshakeError};
 pub use retry::RetryKey;
-pub use schedule::Sealer;
+pub use schedule::{Opener, Sealer};
 pub use server::{
     hello_retry_token, identify_packet, identity_packet, open_hello, retry_packet, HelloRefusal,
     OpenedHello, SecureReceiver,

@@ -6,7 +6,7 @@
 
 use super::client::{packet_number, SecureStats};
 use super::replay::ReplayWindow;
-use super::schedule::{OpenKeys, SealKeys, Sealer};
+use super::schedule::{OpenKeys, Opener, SealKeys, Sealer};
 use super::{Cipher, INTEGRITY_LIMIT};
 use crate::event::DropReason;
 
@@ -51,6 +51,26 @@ impl Protection {
     /// Note an incoming packet number that arrived inside the handshake (it is not sealed).
     pub(crate) fn mark(&mut self, pn: u64) {
         self.replay.mark(pn);
+    }
+
+    /// The opener of `datagram` for another thread, if its epoch's key is at hand; the
+    /// replay check is left to [`accept_opened`](Self::accept_opened).
+    pub(crate) fn opener(&self, datagram: &[u8]) -> Option<Opener> {
+        self.open.opener(packet_number(datagram))
+    }
+
+    /// A packet numbered `pn` opened elsewhere: drop it as a replay, or mark its number.
+    pub(crate) fn accept_opened(
+        &mut self,
+        pn: u64,
+        stats: &mut SecureStats,
+    ) -> Result<(), DropReason> {
+        if !self.replay.is_fresh(pn) {
+            stats.replayed += 1;
+            return Err(DropReason::Replayed);
+        }
+        self.replay.mark(pn);
+        Ok(())
     }
 
     /// Open `datagram` in place: the length of the packet inside. Drops are counted in

@@ -129,8 +129,34 @@ pub(crate) struct OpenKeys {
     cipher: Cipher,
     epoch: u64,
     secret: [u8; 32],
-    key: PacketKey,
-    prev: Option<PacketKey>,
+    /// Shared with the [`Opener`]s of packets opened on other threads.
+    key: Arc<PacketKey>,
+    prev: Option<Arc<PacketKey>>,
+}
+
+/// The opening of one packet, for any thread: the key of its epoch (the current or the
+/// previous one; a later epoch is derived on trial by the session itself, §9.3). Opening
+/// changes nothing else: the replay check and everything after it stay with the session
+/// ([`crate::secure::SecureReceiver::handle_opened`]).
+#[derive(Clone)]
+pub struct Opener(Arc<PacketKey>);
+
+impl Opener {
+    /// Open `datagram` (header, ciphertext, tag) in place: the plaintext packet's length, or
+    /// `None` if it is not authentic — its bytes are then unspecified.
+    pub fn open(&self, datagram: &mut [u8]) -> Option<usize> {
+        if datagram.len() < crate::wire::HEADER_LEN {
+            return None;
+        }
+        self.0
+            .open(super::client::packet_number(datagram), datagram)
+    }
+}
+
+impl std::fmt::Debug for Opener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Opener")
+    }
 }
 
 impl OpenKeys {
@@ -138,9 +164,21 @@ impl OpenKeys {
         OpenKeys {
             cipher,
             epoch: 0,
-            key: epoch_key(cipher, &secret),
+            key: Arc::new(epoch_key(cipher, &secret)),
             secret,
             prev: None,
+        }
+    }
+
+    /// The opener of a packet numbered `pn`, if its epoch's key is at hand.
+    pub(crate) fn opener(&self, pn: u64) -> Option<Opener> {
+        let e = epoch_of(pn);
+        if e == self.epoch {
+            Some(Opener(Arc::clone(&self.key)))
+        } else if e + 1 == self.epoch {
+            self.prev.as_ref().map(|k| Opener(Arc::clone(k)))
+        } else {
+            None
         }
     }
 
@@ -166,10 +204,10 @@ impl OpenKeys {
         }
         let key = epoch_key(self.cipher, &secret);
         let n = key.open(pn, packet)?;
-        self.prev = before.map(|b| epoch_key(self.cipher, &b));
+        self.prev = before.map(|b| Arc::new(epoch_key(self.cipher, &b)));
         self.epoch = e;
         self.secret = secret;
-        self.key = key;
+        self.key = Arc::new(key);
         Some(n)
     }
 }

@@ -13,6 +13,7 @@ use super::aead::Cipher;
 use super::client::SecureStats;
 use super::handshake;
 use super::protect::Protection;
+use super::schedule::Opener;
 use super::{types, AUTH_LEN, HELLO_OVERHEAD, IK_MSG2_OVERHEAD, KEY_LEN, RETRY_TOKEN_LEN, TAG_LEN};
 use crate::config::{Overhead, ReceiverConfig};
 use crate::event::DropReason;
@@ -282,6 +283,65 @@ impl SecureReceiver {
             return Err(DropReason::NotAuthentic);
         };
         let opened = prot.open(datagram, &mut self.stats);
+        self.after_open(now, datagram, opened, moved)
+    }
+
+    /// The opener of `datagram` (a sealed packet of this session whose epoch's key is at
+    /// hand), to open it on another thread before [`handle_opened`](Self::handle_opened).
+    pub fn opener(&self, datagram: &[u8]) -> Option<Opener> {
+        if datagram.len() < HEADER_LEN
+            || datagram[0] != VERSION
+            || datagram[1] & 0x0f == PacketType::Hello as u8
+        {
+            return None;
+        }
+        self.prot.as_ref()?.opener(datagram)
+    }
+
+    /// Process a datagram of this session that an [`Opener`] from
+    /// [`opener`](Self::opener) opened in place (`opened`: the packet's length, or `None` if
+    /// it was not authentic): the replay check and everything after it, exactly as
+    /// [`handle_datagram`](Self::handle_datagram) would; `moved`: it came from an address
+    /// other than the session's.
+    pub fn handle_opened(
+        &mut self,
+        now: Instant,
+        datagram: &mut [u8],
+        opened: Option<usize>,
+        moved: bool,
+    ) -> Result<Option<DataChunk>, DropReason> {
+        if datagram.len() < HEADER_LEN {
+            return Err(DropReason::Unexpected("not a Spate v1 packet"));
+        }
+        let session = u32::from_be_bytes([datagram[2], datagram[3], datagram[4], datagram[5]]);
+        if session != self.inner.session_id() {
+            return Err(DropReason::WrongSession(session));
+        }
+        let Some(prot) = self.prot.as_mut() else {
+            self.stats.not_authentic += 1;
+            return Err(DropReason::NotAuthentic);
+        };
+        let accepted = match opened {
+            Some(n) => prot
+                .accept_opened(super::client::packet_number(datagram), &mut self.stats)
+                .map(|()| n),
+            None => {
+                self.stats.not_authentic += 1;
+                Err(DropReason::NotAuthentic)
+            }
+        };
+        self.after_open(now, datagram, accepted, moved)
+    }
+
+    /// After the one open point: end the session past the integrity limit, and hand an
+    /// authentic packet to the session.
+    fn after_open(
+        &mut self,
+        now: Instant,
+        datagram: &mut [u8],
+        opened: Result<usize, DropReason>,
+        moved: bool,
+    ) -> Result<Option<DataChunk>, DropReason> {
         if self.stats.integrity_exceeded() {
             self.inner
                 .close(CloseCode::Application, "AEAD integrity limit reached");

@@ -217,7 +217,8 @@ fn run(
             cipher: job.cipher,
             auth: [0; 16],
         },
-        sealers: crate::seal_pool::auto_sealers(),
+        // A server bounds its threads by its sessions: an answer seals on its own thread.
+        sealers: 0,
     };
     let mut source = FileSource::new(&plan.sources, &plan.manifest.entries);
     let link = Link::shared(&job.socket, inbox);

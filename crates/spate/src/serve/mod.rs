@@ -15,6 +15,7 @@
 //! | `limits.rs` | `--max-*` and `--quota` |
 //! | `rebuild.rs` | rebuilding coded blocks on a worker thread (spec §6.9) |
 //! | `answer.rs` | answering a download: the session the server sends in (spec §2.1, §5.6) |
+//! | `open.rs` | opening the packets of large receive batches on several cores (`--openers`) |
 //!
 //! A download is a GET session whose object 0 is a request (spec §5.6): received like any
 //! session, then answered by a session the server opens, on a thread of its own, from this
@@ -32,6 +33,7 @@
 
 mod answer;
 mod limits;
+mod open;
 mod rebuild;
 mod session;
 
@@ -130,6 +132,10 @@ pub struct Server {
     answers: BTreeMap<u32, answer::Answer>,
     /// How answers send (`fair`, capped by `serve --send-rate`).
     answer_rate: RateConfig,
+    /// Threads that open packets of large receive batches (`serve --openers`), if any.
+    openers: Option<open::Openers>,
+    /// Packets opened on those threads so far.
+    opened_on_pool: u64,
     clock: Clock,
     /// Sessions, admission and protection (the protocol core's).
     endpoint: Endpoint<Session>,
@@ -225,6 +231,11 @@ impl Server {
             identity: identity.private,
             answers: BTreeMap::new(),
             answer_rate: RateConfig::adaptive(Policy::Fair),
+            openers: match crate::seal_pool::auto_threads() {
+                0 => None,
+                n => Some(open::Openers::new(n).context("cannot start the opening threads")?),
+            },
+            opened_on_pool: 0,
             clock: Clock::new(),
             endpoint,
             ctx: Ctx {
@@ -247,6 +258,21 @@ impl Server {
             WriterPool::with_write_rate(WriterPool::default_size(), Some(bytes_per_sec))
                 .context("cannot start the writer threads")?;
         Ok(self)
+    }
+
+    /// Open packets on `n` threads besides the loop when receive batches are large (`serve
+    /// --openers`; 0: the loop opens every packet itself).
+    pub fn openers(mut self, n: usize) -> Result<Self> {
+        self.openers = match n {
+            0 => None,
+            n => Some(open::Openers::new(n).context("cannot start the opening threads")?),
+        };
+        Ok(self)
+    }
+
+    /// Packets opened on the opening threads so far (`--openers`).
+    pub fn opened_on_pool(&self) -> u64 {
+        self.opened_on_pool
     }
 
     /// Send each download at most `bps` bits per second (`serve --send-rate`).
@@ -336,16 +362,7 @@ impl Server {
                     break;
                 }
                 let now = self.clock.now();
-                batch.for_each(|from, d| {
-                    // An answer's packets go to its thread (by session id, §3.1).
-                    let id = d
-                        .get(2..6)
-                        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-                    match id.and_then(|id| self.answers.get(&id)) {
-                        Some(a) => a.deliver(d),
-                        None => self.on_datagram(now, from, d),
-                    }
-                });
+                self.on_batch(now, &mut batch);
             }
             self.start_resumed_writers();
             self.take_rebuilt();
@@ -444,7 +461,55 @@ impl Server {
         Ok(())
     }
 
-    fn on_datagram(&mut self, now: Instant, from: SocketAddr, d: &mut [u8]) {
+    /// Every datagram of a receive batch, in order: an answer's to its thread, the others to
+    /// the endpoint — opened on the pool first when the batch is large (`open.rs`).
+    fn on_batch(&mut self, now: Instant, batch: &mut RecvBatch) {
+        let mut all = batch.datagrams_mut();
+        let openers: Vec<Option<spate_proto::secure::Opener>> = match &self.openers {
+            Some(_) if all.len() >= open::MIN_PARALLEL => all
+                .iter()
+                .map(|(_, d)| {
+                    (self.answer_of(d).is_none())
+                        .then(|| self.endpoint.opener(d))
+                        .flatten()
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let mut opened = vec![None; openers.len()];
+        let parallel = openers.iter().filter(|o| o.is_some()).count() >= open::MIN_PARALLEL;
+        if let (true, Some(pool)) = (parallel, &self.openers) {
+            pool.open(&mut all, &openers, &mut opened);
+            self.opened_on_pool += openers.iter().filter(|o| o.is_some()).count() as u64;
+        }
+        for (i, (from, d)) in all.into_iter().enumerate() {
+            if let Some(a) = self.answer_of(d) {
+                a.deliver(d);
+            } else if parallel && openers[i].is_some() {
+                self.on_datagram(now, from, d, Some(opened[i]));
+            } else {
+                self.on_datagram(now, from, d, None);
+            }
+        }
+    }
+
+    /// The answer (a download this server sends) that datagram `d` belongs to, by session
+    /// id (§3.1).
+    fn answer_of(&self, d: &[u8]) -> Option<&answer::Answer> {
+        let id = d.get(2..6)?;
+        self.answers
+            .get(&u32::from_be_bytes([id[0], id[1], id[2], id[3]]))
+    }
+
+    /// One datagram for the endpoint; `opened`: already opened in place on the pool (its
+    /// length, `None` if not authentic).
+    fn on_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        d: &mut [u8],
+        opened: Option<Option<usize>>,
+    ) {
         let mut answer = [0u8; 128];
         let mut host = Admit {
             access: &mut self.access,
@@ -458,10 +523,13 @@ impl Server {
             (ty != PacketType::Data as u8 && ty != PacketType::Repair as u8)
                 || s.app.sink.as_ref().is_none_or(|k| k.has_room(d.len()))
         };
-        match self
-            .endpoint
-            .handle(now, from, d, &mut answer, &mut host, room)
-        {
+        let handled = match opened {
+            Some(n) => self.endpoint.handle_opened(now, from, d, n, room),
+            None => self
+                .endpoint
+                .handle(now, from, d, &mut answer, &mut host, room),
+        };
+        match handled {
             Handled::Answer(n) => {
                 let _ = self.socket.send(from, &answer[..n], n);
             }
