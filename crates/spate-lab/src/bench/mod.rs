@@ -268,14 +268,22 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     // the transfer is bound by their sum.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let both = mem.cpu_per_gbit.0 + mem.cpu_per_gbit.1;
+    // The encryption target: encrypted ≥ 80 % of min(`--cipher none`, the seal rate × the
+    // cores the sender seals on — its loop and its default sealing threads).
+    let sealing_cores = 1 + spate::seal_pool::auto_threads();
+    let limit = none.gbps.min(seal * sealing_cores as f64);
     mem.note = format!(
         "{}; the AEAD is {:.0} % of the sender's and {:.0} % of the receiver's CPU; both ends \
-         on {cores:.0} cores can move at most {} Gbit/s at this CPU cost ({:.0} % reached)",
+         on {cores:.0} cores can move at most {} Gbit/s at this CPU cost ({:.0} % reached); \
+         {:.0} % of min(--cipher none, seal rate × {sealing_cores} sealing core(s)) = {} \
+         Gbit/s",
         mem.note,
         100.0 / seal / mem.cpu_per_gbit.0,
         100.0 / open / mem.cpu_per_gbit.1,
         num(cores / both, 1, ""),
-        100.0 * mem.gbps * both / cores
+        100.0 * mem.gbps * both / cores,
+        100.0 * mem.gbps / limit,
+        num(limit, 1, "")
     );
     // Sealing and sending full batches on another thread (`--sealers 1`, `seal_pool.rs`):
     // the sending loop keeps only the building of packets; and opening large receive
