@@ -289,27 +289,18 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     // the sending loop keeps only the building of packets; and opening large receive
     // batches on another thread too (`--openers 1`, `serve/open.rs`). Where both ends share
     // the cores, the threads compete with the other end.
-    eprintln!("[{}] {MEM_SEALER} …", place.name);
-    let sealer = repeated(place.name, MEM_SEALER, a.repeat, retx_and_loop, || {
-        pair(
-            place,
-            exe,
-            &recv(&["--openers", "0"]),
-            &send(&["--mem", &size, "--sealers", "1"]),
-        )
-    })?;
-    eprintln!("[{}] {MEM_BOTH} …", place.name);
-    let both_threads = repeated(place.name, MEM_BOTH, a.repeat, retx_and_loop, || {
-        pair(
-            place,
-            exe,
-            &recv(&["--openers", "1"]),
-            &send(&["--mem", &size, "--sealers", "1"]),
-        )
-    })?;
     rows.push(mem);
-    rows.push(sealer);
-    rows.push(both_threads);
+    for (test, openers) in [(MEM_SEALER, "0"), (MEM_BOTH, "1")] {
+        eprintln!("[{}] {test} …", place.name);
+        rows.push(repeated(place.name, test, a.repeat, retx_and_loop, || {
+            pair(
+                place,
+                exe,
+                &recv(&["--openers", openers]),
+                &send(&["--mem", &size, "--sealers", "1"]),
+            )
+        })?);
+    }
     rows.push(none);
 
     eprintln!("[{}] {MEM_FIXED} …", place.name);
