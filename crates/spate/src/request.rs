@@ -30,17 +30,31 @@ use crate::confine::Root;
 use crate::report::escape;
 use crate::scan::Plan;
 
+/// Request entries one request may hold: far more than anyone types, far fewer than the
+/// million entries a manifest may list — each may be a glob that walks directories.
+pub const MAX_REQUESTS: usize = 4096;
+/// Directory entries the globs of one request may look at, all together: a hostile request
+/// (thousands of `*/*/*/*`) costs the server a bounded walk, not one per pattern and level.
+pub const MAX_LOOKED_AT: usize = 1_000_000;
+
 /// Resolve `request` (a manifest of request entries) beneath `root`, listing at most
 /// `max_entries` entries. The error is the refusal the client reads.
 pub fn resolve(root: &Root, request: &Manifest, max_entries: usize) -> Result<Plan, String> {
+    if request.entries.len() > MAX_REQUESTS {
+        return Err(format!(
+            "{} paths in one request; at most {MAX_REQUESTS} (use -r on their directory, or a glob)",
+            request.entries.len()
+        ));
+    }
     let mut plan = Plan::empty("");
+    let mut budget = MAX_LOOKED_AT;
     for e in &request.entries {
         let EntryKind::Request { recursive } = e.kind else {
             return Err("not a request".to_owned());
         };
         let comps: Vec<&str> = e.path.split('/').collect();
         let mut found = Vec::new();
-        expand(root.dir(), "", &comps, &mut found)
+        expand(root.dir(), "", &comps, &mut found, &mut budget)
             .map_err(|why| format!("'{}': {why}", escape(&e.path)))?;
         if found.is_empty() {
             return Err(format!("no match for '{}'", escape(&e.path)));
@@ -65,8 +79,15 @@ fn is_glob(c: &str) -> bool {
 }
 
 /// The relative paths below `dir` (itself at `prefix`) that `comps` name, sorted within each
-/// glob. Directories on the way are opened without following links.
-fn expand(dir: &Dir, prefix: &str, comps: &[&str], out: &mut Vec<String>) -> Result<(), String> {
+/// glob. Directories on the way are opened without following links; `budget` is what the
+/// globs may still look at.
+fn expand(
+    dir: &Dir,
+    prefix: &str,
+    comps: &[&str],
+    out: &mut Vec<String>,
+    budget: &mut usize,
+) -> Result<(), String> {
     let Some((&c, rest)) = comps.split_first() else {
         out.push(prefix.to_owned());
         return Ok(());
@@ -75,12 +96,21 @@ fn expand(dir: &Dir, prefix: &str, comps: &[&str], out: &mut Vec<String>) -> Res
         let m = globset::Glob::new(c)
             .map_err(|e| format!("not a valid pattern ({e})"))?
             .compile_matcher();
-        let mut v: Vec<String> = dir
+        let mut v = Vec::new();
+        let list = dir
             .entries()
-            .map_err(|e| format!("cannot list '{}': {e}", shown(prefix)))?
-            .filter_map(|d| d.ok()?.file_name().into_string().ok())
-            .filter(|n| (!n.starts_with('.') || c.starts_with('.')) && m.is_match(n))
-            .collect();
+            .map_err(|e| format!("cannot list '{}': {}", shown(prefix), io_why(&e)))?;
+        for d in list {
+            *budget = budget.checked_sub(1).ok_or_else(|| {
+                format!("the globs look at more than {MAX_LOOKED_AT} names; ask for less")
+            })?;
+            let Some(n) = d.ok().and_then(|d| d.file_name().into_string().ok()) else {
+                continue;
+            };
+            if (!n.starts_with('.') || c.starts_with('.')) && m.is_match(&n) {
+                v.push(n);
+            }
+        }
         v.sort();
         v
     } else {
@@ -93,7 +123,7 @@ fn expand(dir: &Dir, prefix: &str, comps: &[&str], out: &mut Vec<String>) -> Res
             continue;
         }
         match dir.open_dir_nofollow(&name) {
-            Ok(sub) => expand(&sub, &rel, rest, out)?,
+            Ok(sub) => expand(&sub, &rel, rest, out, budget)?,
             // A glob's match that is not a directory simply does not match what follows.
             Err(_) if is_glob(c) => {}
             Err(e) => return Err(why_not_dir(dir, &name, &rel, e)),
@@ -351,6 +381,13 @@ mod tests {
                 .unwrap_err()
                 .contains("no such file")
         );
+        // Bounds on what a request may cost.
+        let many: Vec<String> = (0..=MAX_REQUESTS).map(|i| format!("f{i}")).collect();
+        let err = resolve(&root, &request(&many, false).unwrap(), 9).unwrap_err();
+        assert!(err.contains("at most 4096"), "{err}");
+        let mut budget = 3;
+        let err = expand(root.dir(), "", &["logs", "*"], &mut Vec::new(), &mut budget);
+        assert!(err.unwrap_err().contains("more than"));
         // Two matches with one name.
         let r = request(&["logs/a.gz".into(), "logs/*.gz".into()], false).unwrap();
         assert!(resolve(&root, &r, 9).unwrap_err().contains("both named"));
