@@ -397,9 +397,12 @@ struct GetArgs {
     remote: SshArgs,
     #[command(flatten)]
     client: ClientArgs,
-    /// Print the session's statistics as JSON on stdout.
-    #[arg(long)]
-    json: bool,
+    /// Print the session's statistics as JSON on stdout; `--json=events` streams one JSON
+    /// object per line instead: "start" (entries and bytes, once the list of files is
+    /// known), "progress" (every 500 ms: bytes, files, rate, ETA), "file" (each entry placed
+    /// and verified), then "done" (the statistics) or "error" (message and exit code).
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "summary", require_equals = true, value_name = "MODE")]
+    json: Option<JsonMode>,
     /// No summary (errors are still printed).
     #[arg(short, long)]
     quiet: bool,
@@ -493,7 +496,11 @@ fn main() -> ExitCode {
             return ExitCode::from(spate::exit::Exit::Input as u8);
         }
     }
-    let events = matches!(&cli.command, Command::Send(a) if a.json == Some(JsonMode::Events));
+    let events = match &cli.command {
+        Command::Send(a) | Command::Cp(a) => a.json == Some(JsonMode::Events),
+        Command::Get(g) => g.json == Some(JsonMode::Events),
+        _ => false,
+    };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -112,14 +112,18 @@ impl Progress {
 
     /// Show what a receiving end holds (a download): bytes of the total, once it is known.
     pub fn received(&self, r: &crate::serve::Received) {
+        if r.sessions == 0 {
+            return;
+        }
         if r.total > 0 && self.bar.length() != Some(r.total) {
             self.bar.set_length(r.total);
         }
         self.bar.set_position(r.bytes);
         let secs = self.bar.elapsed().as_secs_f64().max(1e-3);
         self.bar.set_message(format!(
-            "{:>12}  {} entries",
+            "{:>12}  files {}/{}",
             format_rate(r.bytes as f64 * 8.0 / secs),
+            r.placed,
             r.entries
         ));
     }

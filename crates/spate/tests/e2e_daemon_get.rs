@@ -256,3 +256,53 @@ fn answers_are_bounded_by_max_sessions() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// `get --json=events`: one JSON object per line — start, a "file" for every entry placed,
+/// progress, then done; a refusal is an "error" event with the exit code.
+#[test]
+fn get_streams_json_events() {
+    let (t, root, _local) = setup();
+    let s = serve_with(&root, free_port(), &[]);
+    let o = run(
+        t.path(),
+        &["get", "--json=events", "-r", &at(&s, "logs"), "local"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"start"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"done"), "{kinds:?}");
+    assert_eq!(events[0]["entries"], 6);
+    let mut files: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "file")
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    files.sort_unstable();
+    assert_eq!(
+        files,
+        [
+            "logs",
+            "logs/2024",
+            "logs/2024/c.gz",
+            "logs/a.gz",
+            "logs/b.gz",
+            "logs/readme.txt"
+        ]
+    );
+    assert_eq!(events.last().unwrap()["outcome"], "ok");
+    let o = run(
+        t.path(),
+        &["get", "--json=events", &at(&s, "nope"), "local"],
+    );
+    let last: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "error");
+    assert_eq!(last["exit_code"], 5);
+}

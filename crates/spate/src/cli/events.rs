@@ -1,6 +1,6 @@
-//! `spate send --json=events`: one JSON object per line on stdout, for automation — "start",
-//! "progress" (every 500 ms), "file" (each entry delivered), then "done" with the statistics,
-//! or "error" with the message and the exit code (written by `main`).
+//! `spate send/get --json=events`: one JSON object per line on stdout, for automation —
+//! "start", "progress" (every 500 ms), "file" (each entry delivered), then "done" with the
+//! statistics, or "error" with the message and the exit code (written by `main`).
 
 use std::time::Duration;
 
@@ -71,6 +71,65 @@ impl Events {
 
     pub(crate) fn done(&mut self, report: &Report) {
         let mut v = serde_json::to_value(report).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("event".into(), "done".into());
+        }
+        Events::emit(v);
+    }
+}
+
+/// `get --json=events`: the same events, from the receiving end's reports.
+pub(crate) struct GetEvents {
+    started: std::time::Instant,
+    announced: bool,
+    last: Option<std::time::Instant>,
+}
+
+impl GetEvents {
+    /// Events of a download that starts now.
+    pub(crate) fn new() -> GetEvents {
+        GetEvents {
+            started: std::time::Instant::now(),
+            announced: false,
+            last: None,
+        }
+    }
+
+    /// Called about every 100 ms with what the receiving end holds.
+    pub(crate) fn received(&mut self, r: &spate::serve::Received) {
+        let now = std::time::Instant::now();
+        let started = self.started;
+        if !self.announced && r.entries > 0 {
+            self.announced = true;
+            Events::emit(
+                serde_json::json!({"event": "start", "entries": r.entries, "bytes": r.total}),
+            );
+        }
+        for p in &r.placed_paths {
+            Events::emit(serde_json::json!({"event": "file", "path": p}));
+        }
+        if r.sessions == 0
+            || self
+                .last
+                .is_some_and(|l| now.duration_since(l) < Duration::from_millis(500))
+        {
+            return;
+        }
+        self.last = Some(now);
+        let secs = now.duration_since(started).as_secs_f64().max(1e-3);
+        let rate = r.bytes as f64 * 8.0 / secs;
+        let eta = (rate > 0.0 && r.total > 0)
+            .then(|| r.total.saturating_sub(r.bytes) as f64 * 8.0 / rate);
+        Events::emit(serde_json::json!({
+            "event": "progress", "bytes": r.bytes, "total_bytes": r.total,
+            "files_done": r.placed, "files": r.entries, "rate_bps": rate, "eta_s": eta,
+        }));
+    }
+
+    /// The download's statistics (`serve --json`'s fields) as the "done" event.
+    pub(crate) fn done(&mut self, log: &spate::serve::SessionLog) {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&super::session_json(log)).unwrap_or_default();
         if let Some(o) = v.as_object_mut() {
             o.insert("event".into(), "done".into());
         }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::Result;
 use spate::report::human_bytes;
 
-use super::{parse_target, send_cmd, session_json, GetArgs, RateArgs, SendArgs, Target};
+use super::events::GetEvents;
+use super::{parse_target, send_cmd, session_json, GetArgs, JsonMode, RateArgs, SendArgs, Target};
 
 /// Started over ssh: when the client goes (stdin closes), go too.
 pub(crate) fn watch_stdin_and_exit() {
@@ -109,18 +110,27 @@ pub(crate) fn get_cmd(g: &GetArgs) -> Result<()> {
         g.remote.port_range,
         Duration::from_secs(30),
     );
-    let bar = spate::progress::Progress::new(0, g.quiet || g.json);
+    let bar = spate::progress::Progress::new(0, g.quiet || g.json.is_some());
+    let mut events = (g.json == Some(JsonMode::Events)).then(GetEvents::new);
+    let progress = |r: &spate::serve::Received| {
+        bar.received(r);
+        if let Some(ev) = events.as_mut() {
+            ev.received(r);
+        }
+    };
     let log = match daemon {
         Some(port) => {
             let name = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
             let name = name.trim_start_matches('[').trim_end_matches(']');
-            get_from_daemon(g, name, port, &local, &opts, |r| bar.received(r))
+            get_from_daemon(g, name, port, &local, &opts, progress)
         }
-        None => spate::get::get(&host, &local, &opts, &ssh, |r| bar.received(r)),
+        None => spate::get::get(&host, &local, &opts, &ssh, progress),
     };
     bar.finish();
     let log = log?;
-    if g.json {
+    if let Some(ev) = events.as_mut() {
+        ev.done(&log);
+    } else if g.json.is_some() {
         println!("{}", session_json(&log));
     } else if !g.quiet {
         let secs = log.seconds.max(1e-3);
@@ -151,7 +161,7 @@ fn get_from_daemon(
 ) -> Result<spate::serve::SessionLog> {
     use spate::exit::{tag, Exit};
     use std::net::ToSocketAddrs;
-    let quiet = g.quiet || g.json;
+    let quiet = g.quiet || g.json.is_some();
     // Bad paths are the user's to fix before anything goes on the network.
     spate::request::request(&opts.paths, opts.recursive).map_err(|e| tag(e, Exit::Input))?;
     if (g.rate.rate.is_some() || g.rate.min_rate.is_some()) && !quiet {
@@ -212,7 +222,7 @@ pub(crate) fn cp_cmd(a: SendArgs) -> Result<()> {
         rate: a.rate,
         remote: a.remote.clone(),
         client: a.client.clone(),
-        json: a.json.is_some(),
+        json: a.json,
         quiet: a.quiet,
     };
     get_cmd(&g)

@@ -79,16 +79,21 @@ const CODING_POOL: u64 = 512 << 20;
 const REBUILD_CHECK: Duration = Duration::from_millis(1);
 
 /// What the sessions in progress hold so far.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Received {
     /// Sessions.
     pub sessions: usize,
     /// File bytes held (received, or there already when resuming).
     pub bytes: u64,
-    /// File bytes their manifests announce (0 until a manifest is complete).
+    /// File bytes their manifests announce (0 until a manifest is complete; with the
+    /// sessions of this run that ended).
     pub total: u64,
-    /// Entries their manifests announce.
+    /// Entries their manifests announce (with the sessions of this run that ended).
     pub entries: usize,
+    /// Entries placed (verified and renamed into place) so far, by all sessions of this run.
+    pub placed: usize,
+    /// Where the entries placed since the last report went, relative to the root.
+    pub placed_paths: Vec<String>,
 }
 
 /// How a session ended, for the log.
@@ -136,6 +141,11 @@ pub struct Server {
     openers: Option<open::Openers>,
     /// Packets opened on those threads so far.
     opened_on_pool: u64,
+    /// Entries placed since the last progress report, and in all.
+    placed_since: Vec<String>,
+    placed: usize,
+    /// Entries and bytes the manifests of sessions that ended announced.
+    ended_totals: (usize, u64),
     clock: Clock,
     /// Sessions, admission and protection (the protocol core's).
     endpoint: Endpoint<Session>,
@@ -236,6 +246,9 @@ impl Server {
                 n => Some(open::Openers::new(n).context("cannot start the opening threads")?),
             },
             opened_on_pool: 0,
+            placed_since: Vec::new(),
+            placed: 0,
+            ended_totals: (0, 0),
             clock: Clock::new(),
             endpoint,
             ctx: Ctx {
@@ -380,6 +393,7 @@ impl Server {
             for (id, s) in self.endpoint.iter_mut() {
                 s.rx.inner_mut().set_coding_budget(share);
                 session::step(s, now, &self.socket, &mut out, &mut self.ctx)?;
+                self.placed_since.append(&mut s.app.just_placed);
                 if s.app.wants_answer {
                     s.app.wants_answer = false;
                     requests.push(id);
@@ -413,6 +427,10 @@ impl Server {
                 // that was answered is logged with its answer.
                 if let Some(s) = self.endpoint.remove(now, id, !expired) {
                     self.ctx.claimed = self.ctx.claimed.saturating_sub(s.app.claimed);
+                    if let Some(m) = s.rx.inner().manifest().filter(|_| !s.rx.inner().is_get()) {
+                        self.ended_totals.0 += m.entries.len();
+                        self.ended_totals.1 += m.total_bytes();
+                    }
                     let answered = s.app.answered && s.app.error.is_none();
                     if !expired && !answered {
                         log(&session::log(&s, now));
@@ -437,7 +455,7 @@ impl Server {
             }
             if now.saturating_since(last_progress) >= PROGRESS_EVERY {
                 last_progress = now;
-                let mut r = Received::default();
+                let mut r = self.take_placed();
                 for (_, s) in self.endpoint.iter_mut() {
                     let st = s.rx.inner().stats();
                     r.bytes += st.delivered_bytes + st.resumed_bytes;
@@ -453,6 +471,8 @@ impl Server {
                 if !self.endpoint.is_empty() || !self.answers.is_empty() {
                     idle_since = now;
                 } else if served || now.saturating_since(idle_since) > idle {
+                    // The last entries placed, if the session ended between reports.
+                    progress(&self.take_placed());
                     return Ok(());
                 }
             }
@@ -551,6 +571,19 @@ impl Server {
                 session::drain_events(s, &mut self.ctx);
             }
             Handled::Opened(_) | Handled::Dropped => {}
+        }
+    }
+
+    /// A report of the entries placed since the last one, with what the sessions that ended
+    /// announced (no session in progress counted yet).
+    fn take_placed(&mut self) -> Received {
+        self.placed += self.placed_since.len();
+        Received {
+            entries: self.ended_totals.0,
+            total: self.ended_totals.1,
+            placed: self.placed,
+            placed_paths: std::mem::take(&mut self.placed_since),
+            ..Received::default()
         }
     }
 

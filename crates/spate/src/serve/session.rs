@@ -52,6 +52,8 @@ pub(super) struct Session {
     pub answer_ready: bool,
     /// The request was answered: its answer logs the download.
     pub answered: bool,
+    /// Entries placed since the server last looked (for progress reports), below the root.
+    pub just_placed: Vec<String>,
 }
 
 /// A session as the endpoint keeps it: the protocol's state and ours.
@@ -75,6 +77,7 @@ impl Session {
             answer: None,
             answer_ready: false,
             answered: false,
+            just_placed: Vec::new(),
         }
     }
 }
@@ -93,7 +96,13 @@ pub(super) fn step(
     drain_events(slot, ctx);
     while let Some(o) = slot.app.sink.as_mut().and_then(Sink::poll) {
         match o {
-            Outcome::Done(_) => slot.app.placed += 1,
+            Outcome::Done(o) => {
+                slot.app.placed += 1;
+                let at = (o as usize)
+                    .checked_sub(1)
+                    .and_then(|i| slot.app.targets.get(i));
+                slot.app.just_placed.extend(at.cloned());
+            }
             Outcome::Held {
                 ranges,
                 damaged_blocks,
