@@ -184,23 +184,15 @@ fn json_events_stream_one_object_per_line() {
         Duration::from_secs(30),
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let events: Vec<serde_json::Value> = String::from_utf8(o.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let kinds: Vec<&str> = events
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
-    assert_eq!(kinds.first(), Some(&"start"));
-    assert_eq!(kinds.last(), Some(&"done"));
+    let (events, kinds) = common::events(&o.stdout);
+    assert_eq!(kinds.first().map(String::as_str), Some("start"));
+    assert_eq!(kinds.last().map(String::as_str), Some("done"));
     assert_eq!(
-        kinds.iter().filter(|k| **k == "file").count(),
+        kinds.iter().filter(|k| *k == "file").count(),
         4,
         "{kinds:?}"
     );
-    assert!(kinds.contains(&"progress"), "{kinds:?}");
+    assert!(kinds.iter().any(|k| k == "progress"), "{kinds:?}");
     assert_eq!(events.last().unwrap()["bytes_delivered"], 150_000);
     let o = run_bounded(
         common::spate().current_dir(t.path()).args([

@@ -268,16 +268,13 @@ fn get_streams_json_events() {
         &["get", "--json=events", "-r", &at(&s, "logs"), "local"],
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let kinds: Vec<&str> = events
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
-    assert_eq!(kinds.first(), Some(&"start"), "{kinds:?}");
-    assert_eq!(kinds.last(), Some(&"done"), "{kinds:?}");
+    let (events, kinds) = common::events(&o.stdout);
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("start"),
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last().map(String::as_str), Some("done"), "{kinds:?}");
     assert_eq!(events[0]["entries"], 6);
     let mut files: Vec<&str> = events
         .iter()

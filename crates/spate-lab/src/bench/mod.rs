@@ -248,20 +248,14 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     })?;
 
     eprintln!("[{}] {MEM_NONE} …", place.name);
-    let none = repeated(
-        place.name,
-        MEM_NONE,
-        a.repeat,
-        |s, _| retx(s),
-        || {
-            pair(
-                place,
-                exe,
-                &recv(&[]),
-                &send(&["--mem", &size, "--cipher", "none"]),
-            )
-        },
-    )?;
+    let none = repeated(place.name, MEM_NONE, a.repeat, retx, || {
+        pair(
+            place,
+            exe,
+            &recv(&[]),
+            &send(&["--mem", &size, "--cipher", "none"]),
+        )
+    })?;
     // What encryption costs, from this run: the AEAD's own CPU per Gbit/s at each end (one
     // core seals at `seal` Gbit/s, so sealing costs 1/seal core-seconds per Gbit), against the
     // whole CPU per Gbit/s each end spent. Where both ends share the machine's cores, as here,
@@ -305,20 +299,14 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
 
     eprintln!("[{}] {MEM_FIXED} …", place.name);
     let fixed = (FIXED_GBPS * 1e9).to_string();
-    rows.push(repeated(
-        place.name,
-        MEM_FIXED,
-        a.repeat,
-        |s, _| retx(s),
-        || {
-            pair(
-                place,
-                exe,
-                &recv(&[]),
-                &send(&["--mem", &size, "--fixed", &fixed]),
-            )
-        },
-    )?);
+    rows.push(repeated(place.name, MEM_FIXED, a.repeat, retx, || {
+        pair(
+            place,
+            exe,
+            &recv(&[]),
+            &send(&["--mem", &size, "--fixed", &fixed]),
+        )
+    })?);
 
     eprintln!("[{}] Spate file → file (tmpfs) …", place.name);
     let dir = tempfile::Builder::new()
@@ -350,24 +338,18 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     let src_s = src.to_string_lossy().into_owned();
     let copy = root.join("src.bin");
     let mut short = false;
-    let mut file_row = repeated(
-        place.name,
-        FILE,
-        a.repeat,
-        |s, _| retx(s),
-        || {
-            // Each run writes a new file, as the first did (an existing one would be skipped).
-            let _ = std::fs::remove_file(&copy);
-            let ends = pair(
-                place,
-                exe,
-                &recv(&["--root", &root_s]),
-                &send(&["--file", &src_s]),
-            )?;
-            short |= std::fs::metadata(&copy).map(|m| m.len()).ok() != Some(a.size);
-            Ok(ends)
-        },
-    )?;
+    let mut file_row = repeated(place.name, FILE, a.repeat, retx, || {
+        // Each run writes a new file, as the first did (an existing one would be skipped).
+        let _ = std::fs::remove_file(&copy);
+        let ends = pair(
+            place,
+            exe,
+            &recv(&["--root", &root_s]),
+            &send(&["--file", &src_s]),
+        )?;
+        short |= std::fs::metadata(&copy).map(|m| m.len()).ok() != Some(a.size);
+        Ok(ends)
+    })?;
     file_row.note = if short {
         "the copy is missing or short!".to_owned()
     } else {
@@ -528,13 +510,13 @@ fn retx_and_loop(sender: &Value, receiver: &Value) -> String {
     };
     format!(
         "{}; loop threads {} (send) and {} (receive) % of a core per Gbit/s",
-        retx(sender),
+        retx(sender, receiver),
         share(sender),
         share(receiver)
     )
 }
 
-fn retx(sender: &Value) -> String {
+fn retx(sender: &Value, _receiver: &Value) -> String {
     let r = sender["retransmission_overhead"]
         .as_f64()
         .unwrap_or(f64::NAN);
@@ -704,14 +686,7 @@ mod tests {
         };
         // 1 Gbit in 0.5, 0.25, 1 s: 2, 4, 1 Gbit/s.
         let mut script = vec![run(0.5, 0.02), run(0.25, 0.04), run(1.0, 0.01)].into_iter();
-        let r = repeated(
-            "veth",
-            MEM,
-            3,
-            |s, _| retx(s),
-            || Ok(script.next().unwrap()),
-        )
-        .unwrap();
+        let r = repeated("veth", MEM, 3, retx, || Ok(script.next().unwrap())).unwrap();
         assert_eq!(r.gbps, 2.0);
         assert_eq!(r.cpu_per_gbit.0, 0.02);
         assert_eq!(r.runs, vec![2.0, 4.0, 1.0]);
@@ -726,17 +701,10 @@ mod tests {
             run(0.125, 0.0),
         ]
         .into_iter();
-        let r = repeated(
-            "veth",
-            MEM,
-            4,
-            |s, _| retx(s),
-            || Ok(script.next().unwrap()),
-        )
-        .unwrap();
+        let r = repeated("veth", MEM, 4, retx, || Ok(script.next().unwrap())).unwrap();
         assert_eq!(r.gbps, 2.0);
         // One run: no list.
-        let r = repeated("veth", MEM, 1, |s, _| retx(s), || Ok(run(1.0, 0.0))).unwrap();
+        let r = repeated("veth", MEM, 1, retx, || Ok(run(1.0, 0.0))).unwrap();
         assert_eq!((r.gbps, r.note.as_str()), (1.0, "1.00 % retransmitted"));
         assert!(r.runs.is_empty());
     }

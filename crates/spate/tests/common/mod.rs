@@ -160,3 +160,16 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration) -> std::process::Output {
     }
     child.wait_with_output().unwrap()
 }
+
+/// `--json=events` output: the events, and their kinds in order.
+pub fn events(stdout: &[u8]) -> (Vec<serde_json::Value>, Vec<String>) {
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap_or("").to_owned())
+        .collect();
+    (events, kinds)
+}
