@@ -397,6 +397,28 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// A hostile client's paths and patterns — brackets, stars, dots, long and odd
+        /// components — never panic the server's resolver, and whatever it finds lies below
+        /// the root.
+        #[test]
+        fn hostile_patterns_never_panic_nor_leave_the_root(
+            paths in proptest::collection::vec("[a-z.*?\\[\\]!/-]{1,24}", 1..6),
+            recursive in proptest::bool::ANY,
+        ) {
+            let t = tree();
+            let root = Root::new(t.path()).unwrap();
+            if let Ok(r) = request(&paths, recursive) {
+                if let Ok(plan) = resolve(&root, &r, 100) {
+                    for s in plan.sources.iter().flatten() {
+                        proptest::prop_assert!(s.path.starts_with(root.path()));
+                    }
+                }
+            }
+        }
+    }
+
     /// Links lead nowhere: not as the final name, not on the way, not inside a tree, not
     /// through a glob.
     #[test]
