@@ -28,7 +28,7 @@ use spate_proto::{Entry, EntryKind, Manifest};
 
 use crate::confine::Root;
 use crate::report::escape;
-use crate::scan::Plan;
+use crate::scan::{join, Plan};
 
 /// Request entries one request may hold: far more than anyone types, far fewer than the
 /// million entries a manifest may list — each may be a glob that walks directories.
@@ -46,31 +46,31 @@ pub fn resolve(root: &Root, request: &Manifest, max_entries: usize) -> Result<Pl
             request.entries.len()
         ));
     }
-    let mut plan = Plan::empty("");
-    let mut budget = MAX_LOOKED_AT;
+    let mut r = Resolver {
+        root,
+        plan: Plan::empty(""),
+        max_entries,
+        budget: MAX_LOOKED_AT,
+    };
     for e in &request.entries {
         let EntryKind::Request { recursive } = e.kind else {
             return Err("not a request".to_owned());
         };
         let comps: Vec<&str> = e.path.split('/').collect();
-        let mut found = Vec::new();
-        expand(root.dir(), "", &comps, &mut found, &mut budget)
-            .map_err(|why| format!("'{}': {why}", escape(&e.path)))?;
-        if found.is_empty() {
+        // Every error names the path or pattern it is about.
+        let matched = r.expand(root.dir(), "", &comps, recursive)?;
+        if matched == 0 {
             return Err(format!("no match for '{}'", escape(&e.path)));
         }
-        for rel in found {
-            add(root, &rel, recursive, &mut plan, max_entries)?;
-        }
     }
-    plan.manifest.validate().map_err(|e| match e {
+    r.plan.manifest.validate().map_err(|e| match e {
         spate_proto::manifest::ManifestError::DuplicatePath { path, .. } => format!(
             "two of the requested paths are both named '{}': ask for them separately",
             escape(&path)
         ),
         other => other.to_string(),
     })?;
-    Ok(plan)
+    Ok(r.plan)
 }
 
 /// Shell-style glob characters.
@@ -78,30 +78,64 @@ fn is_glob(c: &str) -> bool {
     c.contains(['*', '?', '['])
 }
 
-/// The relative paths below `dir` (itself at `prefix`) that `comps` name, sorted within each
-/// glob. Directories on the way are opened without following links; `budget` is what the
-/// globs may still look at.
-fn expand(
-    dir: &Dir,
-    prefix: &str,
-    comps: &[&str],
-    out: &mut Vec<String>,
-    budget: &mut usize,
-) -> Result<(), String> {
-    let Some((&c, rest)) = comps.split_first() else {
-        out.push(prefix.to_owned());
-        return Ok(());
-    };
-    let names: Vec<String> = if is_glob(c) {
+/// One request's resolution: the plan it builds and what it may still cost.
+struct Resolver<'a> {
+    root: &'a Root,
+    plan: Plan,
+    max_entries: usize,
+    /// Names the globs may still look at.
+    budget: usize,
+}
+
+impl Resolver<'_> {
+    /// Add what `comps` name below `dir` (itself at `prefix`) to the plan, each match as the
+    /// entry of its last component, globs' matches in name order; the number of matches.
+    /// Directories on the way are opened without following links.
+    fn expand(
+        &mut self,
+        dir: &Dir,
+        prefix: &str,
+        comps: &[&str],
+        recursive: bool,
+    ) -> Result<usize, String> {
+        let Some((&c, rest)) = comps.split_first() else {
+            return Ok(0);
+        };
+        let names = if is_glob(c) {
+            self.glob(dir, prefix, c)?
+        } else {
+            vec![c.to_owned()]
+        };
+        let mut matched = 0;
+        for name in names {
+            let rel = join(prefix, &name);
+            if rest.is_empty() {
+                self.add(dir, &name, &rel, recursive)?;
+                matched += 1;
+                continue;
+            }
+            match dir.open_dir_nofollow(&name) {
+                Ok(sub) => matched += self.expand(&sub, &rel, rest, recursive)?,
+                // A glob's match that is not a directory simply does not match what follows.
+                Err(_) if is_glob(c) => {}
+                Err(e) => return Err(why_not_dir(dir, &name, &rel, e)),
+            }
+        }
+        Ok(matched)
+    }
+
+    /// The names in `dir` (at `prefix`) that the glob `c` matches, sorted; a name beginning
+    /// with '.' only if `c` does.
+    fn glob(&mut self, dir: &Dir, prefix: &str, c: &str) -> Result<Vec<String>, String> {
         let m = globset::Glob::new(c)
-            .map_err(|e| format!("not a valid pattern ({e})"))?
+            .map_err(|e| format!("'{}' is not a valid pattern ({e})", escape(c)))?
             .compile_matcher();
-        let mut v = Vec::new();
         let list = dir
             .entries()
             .map_err(|e| format!("cannot list '{}': {}", shown(prefix), io_why(&e)))?;
+        let mut v = Vec::new();
         for d in list {
-            *budget = budget.checked_sub(1).ok_or_else(|| {
+            self.budget = self.budget.checked_sub(1).ok_or_else(|| {
                 format!("the globs look at more than {MAX_LOOKED_AT} names; ask for less")
             })?;
             let Some(n) = d.ok().and_then(|d| d.file_name().into_string().ok()) else {
@@ -112,141 +146,96 @@ fn expand(
             }
         }
         v.sort();
-        v
-    } else {
-        vec![c.to_owned()]
-    };
-    for name in names {
-        let rel = join(prefix, &name);
-        if rest.is_empty() {
-            out.push(rel);
-            continue;
-        }
-        match dir.open_dir_nofollow(&name) {
-            Ok(sub) => expand(&sub, &rel, rest, out, budget)?,
-            // A glob's match that is not a directory simply does not match what follows.
-            Err(_) if is_glob(c) => {}
-            Err(e) => return Err(why_not_dir(dir, &name, &rel, e)),
-        }
+        Ok(v)
     }
-    Ok(())
-}
 
-/// Add what `rel` names (found by [`expand`]) to `plan`, as the entry of its last component.
-fn add(
-    root: &Root,
-    rel: &str,
-    recursive: bool,
-    plan: &mut Plan,
-    max_entries: usize,
-) -> Result<(), String> {
-    let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
-    let dir = if parent.is_empty() {
-        root.dir().try_clone().map_err(|e| e.to_string())?
-    } else {
-        // Opened again without following links: the expansion's handles are gone.
-        open_nofollow(root.dir(), parent)?
-    };
-    let meta = dir
-        .symlink_metadata(name)
-        .map_err(|e| format!("'{}': {}", escape(rel), io_why(&e)))?;
-    let src = root.path().join(rel);
-    let ft = meta.file_type();
-    if ft.is_symlink() {
-        return Err(format!(
-            "'{}' is a symbolic link; the server sends no links (ask for what it points to)",
-            escape(rel)
-        ));
-    }
-    if ft.is_file() {
-        plan.push_scanned(name.to_owned(), &src, false, &meta);
-    } else if ft.is_dir() {
-        if !recursive {
+    /// Add `name` in `dir` (at `rel` below the root) as an entry named `name`: a file, or
+    /// with `recursive` a directory and everything below it.
+    fn add(&mut self, dir: &Dir, name: &str, rel: &str, recursive: bool) -> Result<(), String> {
+        let meta = dir
+            .symlink_metadata(name)
+            .map_err(|e| format!("'{}': {}", escape(rel), io_why(&e)))?;
+        let src = self.root.path().join(rel);
+        let ft = meta.file_type();
+        if ft.is_symlink() {
             return Err(format!(
-                "'{}' is a directory: add -r to fetch directory trees",
+                "'{}' is a symbolic link; the server sends no links (ask for what it points to)",
                 escape(rel)
             ));
         }
-        plan.push_scanned(name.to_owned(), &src, true, &meta);
-        let sub = dir
-            .open_dir_nofollow(name)
-            .map_err(|e| format!("cannot open '{}': {}", escape(rel), io_why(&e)))?;
-        walk(&sub, &src, name, plan, max_entries)?;
-    } else {
-        return Err(format!(
-            "'{}' is not a regular file or directory",
-            escape(rel)
-        ));
-    }
-    if plan.manifest.entries.len() > max_entries {
-        return Err(too_many(max_entries));
-    }
-    Ok(())
-}
-
-/// Everything below `dir` (at `src` on disk, `prefix` in the answer), sorted by name;
-/// symbolic links and special files are left out.
-fn walk(
-    dir: &Dir,
-    src: &Path,
-    prefix: &str,
-    plan: &mut Plan,
-    max_entries: usize,
-) -> Result<(), String> {
-    let mut children: Vec<(String, cap_std::fs::Metadata)> = Vec::new();
-    let list = dir
-        .entries()
-        .map_err(|e| format!("cannot list '{}': {}", escape(prefix), io_why(&e)))?;
-    for d in list {
-        let d = d.map_err(|e| format!("cannot list '{}': {}", escape(prefix), io_why(&e)))?;
-        let Ok(name) = d.file_name().into_string() else {
-            continue;
-        };
-        // The entry's own metadata: not following a link.
-        let meta = dir
-            .symlink_metadata(&name)
-            .map_err(|e| format!("'{}/{name}': {}", escape(prefix), io_why(&e)))?;
-        children.push((name, meta));
-    }
-    children.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, meta) in children {
-        let rel = join(prefix, &name);
-        let path = src.join(&name);
-        let ft = meta.file_type();
-        if ft.is_dir() {
-            plan.push_scanned(rel.clone(), &path, true, &meta);
+        if ft.is_file() {
+            self.plan.push_scanned(name.to_owned(), &src, false, &meta);
+        } else if ft.is_dir() {
+            if !recursive {
+                return Err(format!(
+                    "'{}' is a directory: add -r to fetch directory trees",
+                    escape(rel)
+                ));
+            }
+            self.plan.push_scanned(name.to_owned(), &src, true, &meta);
             let sub = dir
-                .open_dir_nofollow(&name)
-                .map_err(|e| format!("cannot open '{}': {}", escape(&rel), io_why(&e)))?;
-            walk(&sub, &path, &rel, plan, max_entries)?;
-        } else if ft.is_file() {
-            plan.push_scanned(rel, &path, false, &meta);
+                .open_dir_nofollow(name)
+                .map_err(|e| format!("cannot open '{}': {}", escape(rel), io_why(&e)))?;
+            self.walk(&sub, &src, name)?;
         } else {
-            plan.skipped.push((path, "symbolic link or special file"));
+            return Err(format!(
+                "'{}' is not a regular file or directory",
+                escape(rel)
+            ));
         }
-        if plan.manifest.entries.len() > max_entries {
-            return Err(too_many(max_entries));
+        self.check_size()
+    }
+
+    /// Everything below `dir` (at `src` on disk, `prefix` in the answer), sorted by name;
+    /// symbolic links and special files are left out.
+    fn walk(&mut self, dir: &Dir, src: &Path, prefix: &str) -> Result<(), String> {
+        let cannot_list =
+            |e: std::io::Error| format!("cannot list '{}': {}", escape(prefix), io_why(&e));
+        let mut children: Vec<(String, cap_std::fs::Metadata)> = Vec::new();
+        for d in dir.entries().map_err(cannot_list)? {
+            let Ok(name) = d.map_err(cannot_list)?.file_name().into_string() else {
+                continue;
+            };
+            // The entry's own metadata: not following a link.
+            let meta = dir
+                .symlink_metadata(&name)
+                .map_err(|e| format!("'{}/{name}': {}", escape(prefix), io_why(&e)))?;
+            children.push((name, meta));
         }
+        children.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, meta) in children {
+            let rel = join(prefix, &name);
+            let path = src.join(&name);
+            let ft = meta.file_type();
+            if ft.is_dir() {
+                self.plan.push_scanned(rel.clone(), &path, true, &meta);
+                let sub = dir
+                    .open_dir_nofollow(&name)
+                    .map_err(|e| format!("cannot open '{}': {}", escape(&rel), io_why(&e)))?;
+                self.walk(&sub, &path, &rel)?;
+            } else if ft.is_file() {
+                self.plan.push_scanned(rel, &path, false, &meta);
+            } else {
+                self.plan
+                    .skipped
+                    .push((path, "symbolic link or special file"));
+            }
+            self.check_size()?;
+        }
+        Ok(())
     }
-    Ok(())
-}
 
-fn too_many(max: usize) -> String {
-    format!("the request names more than {max} entries, more than this server sends per transfer (serve --max-entries)")
-}
-
-/// Open the directory `rel` below `dir`, following no link on the way.
-fn open_nofollow(dir: &Dir, rel: &str) -> Result<Dir, String> {
-    let mut d = dir.try_clone().map_err(|e| e.to_string())?;
-    let mut at = String::new();
-    for c in rel.split('/') {
-        at = join(&at, c);
-        d = match d.open_dir_nofollow(c) {
-            Ok(sub) => sub,
-            Err(e) => return Err(why_not_dir(&d, c, &at, e)),
-        };
+    /// More entries than this server sends per transfer is a refusal.
+    fn check_size(&self) -> Result<(), String> {
+        if self.plan.manifest.entries.len() > self.max_entries {
+            return Err(format!(
+                "the request names more than {} entries, more than this server sends per \
+                 transfer (serve --max-entries)",
+                self.max_entries
+            ));
+        }
+        Ok(())
     }
-    Ok(d)
 }
 
 /// Why `name` in `dir` (at `rel`) could not be opened as a directory.
@@ -275,14 +264,6 @@ fn shown(prefix: &str) -> String {
         ".".to_owned()
     } else {
         escape(prefix)
-    }
-}
-
-fn join(dir: &str, name: &str) -> String {
-    if dir.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{dir}/{name}")
     }
 }
 
@@ -385,8 +366,13 @@ mod tests {
         let many: Vec<String> = (0..=MAX_REQUESTS).map(|i| format!("f{i}")).collect();
         let err = resolve(&root, &request(&many, false).unwrap(), 9).unwrap_err();
         assert!(err.contains("at most 4096"), "{err}");
-        let mut budget = 3;
-        let err = expand(root.dir(), "", &["logs", "*"], &mut Vec::new(), &mut budget);
+        let mut r = Resolver {
+            root: &root,
+            plan: Plan::empty(""),
+            max_entries: 9,
+            budget: 3,
+        };
+        let err = r.expand(root.dir(), "", &["logs", "*"], false);
         assert!(err.unwrap_err().contains("more than"));
         // Two matches with one name.
         let r = request(&["logs/a.gz".into(), "logs/*.gz".into()], false).unwrap();

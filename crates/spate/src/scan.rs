@@ -240,7 +240,8 @@ fn source_name(src: &Path) -> Result<String> {
     Ok(name.to_owned())
 }
 
-fn join(dir: &str, name: &str) -> String {
+/// `dir/name`, or `name` at the top.
+pub(crate) fn join(dir: &str, name: &str) -> String {
     if dir.is_empty() {
         name.to_owned()
     } else {
