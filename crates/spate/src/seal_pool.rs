@@ -133,8 +133,11 @@ impl SealPool {
     }
 
     /// A send error of a worker, once.
-    pub fn error(&self) -> Option<io::Error> {
-        self.shared.error.lock().ok()?.take()
+    fn error(&self) -> io::Result<()> {
+        match self.shared.error.lock().ok().and_then(|mut e| e.take()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// An empty batch buffer: a returned one, a new one while fewer than `2 N + 2` exist, or
@@ -162,7 +165,8 @@ impl SealPool {
     }
 
     /// Seal (with `sealer`, if any) and send the first `len` bytes of `buf` to `to` in
-    /// `segment`-byte datagrams, after every batch submitted before.
+    /// `segment`-byte datagrams, after every batch submitted before. An error is one a
+    /// worker met sending an earlier batch.
     pub fn submit(
         &mut self,
         buf: Vec<u8>,
@@ -171,6 +175,7 @@ impl SealPool {
         sealer: Option<Sealer>,
         to: SocketAddr,
     ) -> io::Result<()> {
+        self.error()?;
         let ticket = self.next_ticket;
         self.next_ticket += 1;
         self.out += 1;
@@ -186,14 +191,13 @@ impl SealPool {
         worker.send(job).map_err(|_| stuck())
     }
 
-    /// Wait until every batch submitted has been sent (or failed).
-    pub fn drain(&mut self) {
+    /// Wait until every batch submitted has been sent; an error a worker met sending.
+    pub fn drain(&mut self) -> io::Result<()> {
         while self.out > 0 {
-            match self.free.recv_timeout(STUCK) {
-                Ok(_) => self.out -= 1,
-                Err(_) => break,
-            }
+            self.free.recv_timeout(STUCK).map_err(|_| stuck())?;
+            self.out -= 1;
         }
+        self.error()
     }
 }
 
@@ -265,9 +269,8 @@ mod tests {
                 }
                 pool.submit(buf, PER * SEG, SEG, None, to).unwrap();
             }
-            pool.drain();
+            assert!(pool.drain().is_ok());
             assert_eq!(pool.outstanding(), 0);
-            assert!(pool.error().is_none());
         });
         let mut got = Vec::new();
         let mut batch = crate::udp::RecvBatch::default();

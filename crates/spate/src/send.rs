@@ -307,8 +307,8 @@ pub fn send_via(
         // more than every RECV_CHECK (an empty recvmmsg per loop was 40 % of all system calls).
         let mut readable = true;
         let mut last_recv = Instant::ZERO;
-        // Whether the loop is CPU-bound: it slept less than a tenth of the last period.
-        let mut busy = Busy::default();
+        // With sealing threads: whether the loop is CPU-bound.
+        let mut busy = pool.as_ref().map(|_| Busy::default());
         loop {
             if readable || clock.now().saturating_since(last_recv) >= RECV_CHECK {
                 last_recv = clock.now();
@@ -325,9 +325,6 @@ pub fn send_via(
             // Send: first what the kernel refused last time, then what the core releases — full
             // batches through the sealing threads, if any (`seal_pool.rs`).
             loop {
-                if let Some(e) = pool.as_ref().and_then(SealPool::error) {
-                    return Err(e.into());
-                }
                 let (len, seg) = match pending.take() {
                     Some(p) => p,
                     None => {
@@ -336,15 +333,16 @@ pub fn send_via(
                         else {
                             break;
                         };
-                        let full = t.len > (segments - 1) * t.segment_size;
-                        let to_pool = match pool.as_mut() {
-                            Some(p) => (full && busy.now) || p.outstanding() > 0,
-                            None => false,
-                        };
-                        if let Some(p) = pool.as_mut().filter(|_| to_pool) {
-                            let batch = std::mem::replace(&mut buf, p.buffer()?);
-                            p.submit(batch, t.len, t.segment_size, sealer, cfg.server)?;
-                            continue;
+                        if let Some(p) = pool.as_mut() {
+                            // Full batches while CPU-bound, and anything behind a batch still
+                            // out (sends stay in order).
+                            let full = t.len > (segments - 1) * t.segment_size;
+                            let busy = busy.as_ref().is_some_and(|b| b.now);
+                            if (full && busy) || p.outstanding() > 0 {
+                                let batch = std::mem::replace(&mut buf, p.buffer()?);
+                                p.submit(batch, t.len, t.segment_size, sealer, cfg.server)?;
+                                continue;
+                            }
                         }
                         if let Some(s) = sealer {
                             s.seal_batch(&mut buf[..t.len], t.segment_size);
@@ -379,18 +377,19 @@ pub fn send_via(
                 // millisecond costs it nothing, and feedback still wakes us at once).
                 wait = wait.min(STARVED_WAIT);
             }
+            let worked = busy.as_ref().map(|_| clock.now());
             if !wait.is_zero() || pending.is_some() {
-                let slept = std::time::Instant::now();
                 readable = link.wait(wait, pending.is_some())?;
-                busy.slept(slept.elapsed());
             } else {
                 readable = false;
-                busy.slept(Duration::ZERO);
+            }
+            if let (Some(b), Some(w)) = (busy.as_mut(), worked) {
+                b.note(w, clock.now());
             }
         }
         // The last batches (the CLOSE among them) leave before the workers stop.
         if let Some(p) = pool.as_mut() {
-            p.drain();
+            p.drain()?;
         }
         Ok(())
     })?;
@@ -433,24 +432,27 @@ pub fn send_via(
     })
 }
 
-/// Whether the sending loop is CPU-bound (`seal_pool.rs` hands it batches only then): it slept
-/// less than a tenth of the last 20 ms.
+/// Whether the sending loop is CPU-bound (`seal_pool.rs` is handed batches only then): it
+/// slept less than a tenth of the last 20 ms.
 #[derive(Default)]
 struct Busy {
     now: bool,
-    since: Option<std::time::Instant>,
+    /// Start of the period, and time slept in it.
+    since: Option<Instant>,
     slept: Duration,
 }
 
 impl Busy {
     const PERIOD: Duration = Duration::from_millis(20);
 
-    fn slept(&mut self, d: Duration) {
-        self.slept += d;
-        let since = *self.since.get_or_insert_with(std::time::Instant::now);
-        if since.elapsed() >= Self::PERIOD {
+    /// One turn of the loop: its work ended at `worked` (before it slept, if it did) and the
+    /// next turn begins at `now`.
+    fn note(&mut self, worked: Instant, now: Instant) {
+        self.slept += now.saturating_since(worked);
+        let since = *self.since.get_or_insert(now);
+        if now.saturating_since(since) >= Self::PERIOD {
             self.now = self.slept < Self::PERIOD / 10;
-            self.since = Some(std::time::Instant::now());
+            self.since = Some(now);
             self.slept = Duration::ZERO;
         }
     }
