@@ -1041,11 +1041,7 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
     let connect_timeout = Duration::from_secs_f64(a.client.connect_timeout.clamp(0.1, 3600.0));
     let (server, security, remote) = match &target {
         Target::Daemon { host, port, .. } => {
-            let server = (host.as_str(), *port)
-                .to_socket_addrs()
-                .with_context(|| format!("cannot resolve '{host}'"))
-                .and_then(|mut a| a.next().with_context(|| format!("'{host}' has no address")))
-                .map_err(|e| tag(e, Exit::Unreachable))?;
+            let server = resolve_daemon(host, *port)?;
             let pin = Some((host.as_str(), *port, server));
             let security =
                 client_security(&a.client, a.quiet || json, a.client.token.as_deref(), pin)
@@ -1275,6 +1271,16 @@ fn client_security(
         cipher,
         auth: [0; 16],
     })
+}
+
+/// The address of the daemon at `host`:`port` (exit code "unreachable" if there is none).
+fn resolve_daemon(host: &str, port: u16) -> Result<SocketAddr> {
+    use spate::exit::{tag, Exit};
+    (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve '{host}'"))
+        .and_then(|mut a| a.next().with_context(|| format!("'{host}' has no address")))
+        .map_err(|e| tag(e, Exit::Unreachable))
 }
 
 /// The loud error for a server whose key differs from the pinned one.

@@ -160,7 +160,6 @@ fn get_from_daemon(
     progress: impl FnMut(&spate::serve::Received),
 ) -> Result<spate::serve::SessionLog> {
     use spate::exit::{tag, Exit};
-    use std::net::ToSocketAddrs;
     let quiet = g.quiet || g.json.is_some();
     // Bad paths are the user's to fix before anything goes on the network.
     spate::request::request(&opts.paths, opts.recursive).map_err(|e| tag(e, Exit::Input))?;
@@ -170,16 +169,7 @@ fn get_from_daemon(
              apply to uploads and to downloads over ssh"
         );
     }
-    let server = (host, port)
-        .to_socket_addrs()
-        .map_err(anyhow::Error::from)
-        .and_then(|mut a| a.next().ok_or_else(|| anyhow::anyhow!("no address")))
-        .map_err(|e| {
-            tag(
-                anyhow::anyhow!("cannot resolve '{host}': {e}"),
-                Exit::Unreachable,
-            )
-        })?;
+    let server = super::resolve_daemon(host, port)?;
     let c = &g.client;
     let security = super::client_security(c, quiet, c.token.as_deref(), Some((host, port, server)))
         .map_err(|e| tag(e, Exit::Input))?;

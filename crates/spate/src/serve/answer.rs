@@ -144,9 +144,7 @@ impl Answer {
                 .unwrap_or_else(|_| Err("the answer's thread failed".to_owned())),
         )
     }
-}
 
-impl Answer {
     /// The log line of the answer that ended with `r`.
     pub fn log(&self, r: &Result<SendResult, String>) -> SessionLog {
         let mut log = SessionLog {

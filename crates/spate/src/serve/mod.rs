@@ -398,9 +398,9 @@ impl Server {
                     s.app.wants_answer = false;
                     requests.push(id);
                 }
-                if s.app.answer_ready {
-                    // Its COMPLETE went out in this step: the answer may open its session.
-                    s.app.answer_ready = false;
+                if s.app.answered {
+                    // Its answer is ready and the COMPLETE went out in this step: the answer
+                    // may open its session.
                     if let Some(mut a) = s.app.answer.take() {
                         a.go();
                         self.answers.insert(a.id, a);
@@ -497,10 +497,11 @@ impl Server {
             _ => Vec::new(),
         };
         let mut opened = vec![None; openers.len()];
-        let parallel = openers.iter().filter(|o| o.is_some()).count() >= open::MIN_PARALLEL;
+        let sealed = openers.iter().filter(|o| o.is_some()).count();
+        let parallel = sealed >= open::MIN_PARALLEL;
         if let (true, Some(pool)) = (parallel, &self.openers) {
             pool.open(&mut all, &openers, &mut opened);
-            self.opened_on_pool += openers.iter().filter(|o| o.is_some()).count() as u64;
+            self.opened_on_pool += sealed as u64;
         }
         for (i, (from, d)) in all.into_iter().enumerate() {
             if let Some(a) = self.answer_of(d) {
@@ -591,6 +592,7 @@ impl Server {
     /// within `--max-sessions` together with the sessions receiving.
     fn start_answer(&mut self, id: u32) {
         let busy = self.answers.len() + self.endpoint.validated() > self.ctx.limits.max_sessions;
+        // An id no session of this server uses (the loop routes by id).
         let mut answer_id = crate::random::u64() as u32;
         while self.endpoint.get_mut(answer_id).is_some() || self.answers.contains_key(&answer_id) {
             answer_id = crate::random::u64() as u32;

@@ -46,11 +46,10 @@ pub(super) struct Session {
     pub wants_writer: bool,
     /// A GET session whose request is complete: the server starts its answer (§5.6).
     pub wants_answer: bool,
-    /// The answer being prepared (the request's files resolved, digests computed).
+    /// The answer being prepared (the request's files resolved, digests computed), until the
+    /// server lets it start.
     pub answer: Option<super::answer::Answer>,
-    /// The answer is ready and this step reported COMPLETE: the server lets it start.
-    pub answer_ready: bool,
-    /// The request was answered: its answer logs the download.
+    /// The request's answer is ready (COMPLETE reports it): the answer logs the download.
     pub answered: bool,
     /// Entries placed since the server last looked (for progress reports), below the root.
     pub just_placed: Vec<String>,
@@ -75,7 +74,6 @@ impl Session {
             wants_writer: false,
             wants_answer: false,
             answer: None,
-            answer_ready: false,
             answered: false,
             just_placed: Vec::new(),
         }
@@ -136,7 +134,6 @@ pub(super) fn step(
     {
         Some(Ok(())) => {
             slot.app.placed = objects;
-            slot.app.answer_ready = true;
             slot.app.answered = true;
         }
         Some(Err(why)) => {
