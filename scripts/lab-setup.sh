@@ -9,6 +9,8 @@
 #   libudt-dev, g++         UDT4; this script builds lab/udt/spate-udt.cpp into /usr/local/bin
 #   openssh-server/client   tests/e2e_ssh.rs starts a private sshd on loopback
 #   nftables                a blocked UDP port in the ssh tests
+#   rattan 0.1.1            an emulator nobody here wrote: spate-lab calibrate --rattan
+#                           compares the lab's emulator with it (a cargo build, 5-15 min once)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 missing=()
@@ -30,6 +32,9 @@ udt=/usr/local/bin/spate-udt
 if [ ! -x "$udt" ] || [ "$here/lab/udt/spate-udt.cpp" -nt "$udt" ]; then
     g++ -O2 -o "$udt" "$here/lab/udt/spate-udt.cpp" -ludt -lpthread
 fi
+if ! command -v rattan >/dev/null; then
+    cargo install --locked rattan --version 0.1.1 --root /usr/local
+fi
 modprobe tun 2>/dev/null || true
 echo "ready: $(iperf3 --version | head -1); $(ip -V); $(ssh -V 2>&1); $(nft --version);" \
-    "$(globus-url-copy -version 2>&1 | head -1); spate-udt at $udt"
+    "$(globus-url-copy -version 2>&1 | head -1); spate-udt at $udt; $(rattan --version | head -1)"

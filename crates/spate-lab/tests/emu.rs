@@ -150,3 +150,67 @@ fn bad_input_gets_a_clear_error() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("needs root"));
     }
 }
+
+/// `calibrate --rattan`: the lab's emulator and Rattan, an emulator nobody here wrote, measure
+/// the same capacity and added delay on the same paths (the probes' 1 s runs: the tolerances
+/// are the lab's claims, 2 % and 1 ms). Needs root and Rattan (scripts/lab-setup.sh).
+#[test]
+fn the_emulator_agrees_with_rattan() {
+    if !root() {
+        eprintln!("SKIPPED: not root (the emulator and Rattan need network namespaces)");
+        return;
+    }
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .any(|d| d.join("rattan").is_file());
+    if !on_path {
+        eprintln!("SKIPPED: rattan is not installed (scripts/lab-setup.sh installs it)");
+        return;
+    }
+    let out = lab()
+        .args([
+            "calibrate",
+            "--only",
+            "capacity",
+            "--only",
+            "delay",
+            "--seconds",
+            "1",
+            "--rattan",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let of = |emulator: &str| -> Vec<&serde_json::Value> {
+        rows.iter().filter(|r| r["emulator"] == emulator).collect()
+    };
+    let (ours, theirs) = (of("lab"), of("rattan"));
+    // Four capacity and four delay checks; those up to 250 Mbit/s through Rattan too.
+    assert_eq!(ours.len(), 8, "{text}");
+    assert_eq!(theirs.len(), 5, "{text}");
+    for r in &theirs {
+        let twin = ours
+            .iter()
+            .find(|o| {
+                o["kind"] == r["kind"]
+                    && o["rate_mbps"] == r["rate_mbps"]
+                    && o["rtt_ms"] == r["rtt_ms"]
+            })
+            .unwrap();
+        let diff = twin["measured"].as_f64().unwrap() - r["measured"].as_f64().unwrap();
+        let tolerance = r["tolerance"].as_f64().unwrap();
+        assert!(diff.abs() <= tolerance, "lab {twin}\nRattan {r}");
+        assert!(
+            r["pass"].as_bool().unwrap(),
+            "Rattan against its configuration: {r}"
+        );
+    }
+}

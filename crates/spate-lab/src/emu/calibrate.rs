@@ -18,6 +18,9 @@
 //!
 //! Pass marks are the lab's claims (`docs/lab.md`): capacity within 2 %, added delay within
 //! 1 ms, loss within 0.1 percentage points.
+//!
+//! With `--rattan`, every check up to 250 Mbit/s also runs through Rattan (`rattan.rs`), an
+//! emulator nobody here wrote, and the two must agree within the same marks.
 
 use std::io::IsTerminal;
 use std::net::{SocketAddr, UdpSocket};
@@ -34,6 +37,7 @@ use spate_sim::Scenario;
 
 use super::bed::{Bed, SERVER};
 use super::forward::{Classifier, UDP};
+use super::rattan::{self, RattanPath};
 use super::Emulation;
 
 /// UDP port of the probes.
@@ -46,7 +50,15 @@ const PROBE: usize = 1472;
 /// Needs root. Runs about a dozen 4-second checks up to the highest rate the lab claims
 /// (1 Gbit/s with 100 ms RTT) and prints a table; exit status 2 if any check is outside its
 /// tolerance (capacity 2 %, added delay 1 ms, loss 0.1 percentage points).
+///
+/// With --rattan, the checks up to 250 Mbit/s also run through Rattan 0.1.1 (installed by
+/// scripts/lab-setup.sh) and a second table compares the two emulators; exit status 2 also
+/// when they disagree by more than the tolerance.
 #[derive(Args)]
+#[command(after_help = "Examples:
+  sudo spate-lab calibrate                          # the lab's emulator, ~1 min
+  sudo spate-lab calibrate --rattan                 # and against Rattan on the same checks
+  sudo spate-lab calibrate --only delay --seconds 1 --rattan /usr/local/bin/rattan")]
 pub struct CalibrateArgs {
     /// Seconds of probing per check.
     #[arg(long, default_value_t = 4.0)]
@@ -57,9 +69,16 @@ pub struct CalibrateArgs {
     /// Also write the table as Markdown to this file.
     #[arg(long, value_name = "FILE.md")]
     markdown: Option<PathBuf>,
+    /// Also run the checks up to 250 Mbit/s through Rattan (the `rattan` on PATH, or this
+    /// file) and compare.
+    #[arg(long, value_name = "RATTAN", num_args = 0..=1, default_missing_value = "rattan")]
+    rattan: Option<String>,
+    /// Run only the checks of this kind (repeat for several).
+    #[arg(long, value_enum)]
+    only: Vec<Kind>,
 }
 
-#[derive(Clone, Copy, Serialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 enum Kind {
     Capacity,
@@ -89,6 +108,8 @@ struct Check {
 
 #[derive(Serialize)]
 struct Outcome {
+    /// Which emulator: "lab" (ours) or "rattan".
+    emulator: &'static str,
     kind: Kind,
     rate_mbps: f64,
     rtt_ms: f64,
@@ -101,9 +122,9 @@ struct Outcome {
     unit: &'static str,
     pass: bool,
     probes_sent: u64,
-    /// Probes the model did not drop that never arrived.
-    lost_outside_model: i64,
-    emulator_late_us_mean: f64,
+    /// Probes the model did not drop that never arrived (the lab's emulator only).
+    lost_outside_model: Option<i64>,
+    emulator_late_us_mean: Option<f64>,
 }
 
 #[rustfmt::skip]
@@ -199,28 +220,52 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         bail!("--seconds must be between 1 and 600");
     }
     let lab = std::env::current_exe().context("cannot find the spate-lab executable")?;
+    let rattan = a.rattan.as_deref().map(rattan::find).transpose()?;
     let mut out = Vec::new();
     super::catch_interrupts();
-    for (i, c) in CHECKS.iter().enumerate() {
+    let checks: Vec<(u64, &Check)> = (1..)
+        .zip(CHECKS.iter())
+        .filter(|(_, c)| a.only.is_empty() || a.only.contains(&c.kind))
+        .collect();
+    let show = !a.json && std::io::stderr().is_terminal();
+    for (n, &(seed, c)) in checks.iter().enumerate() {
         if super::interrupted() {
             bail!("interrupted; the namespaces are cleaned up");
         }
-        if !a.json && std::io::stderr().is_terminal() {
+        if show {
             eprint!(
                 "\rcalibrating: check {} of {} ({} at {} Mbit/s, {} ms)   ",
-                i + 1,
-                CHECKS.len(),
+                n + 1,
+                checks.len(),
                 c.kind.name(),
                 c.rate_mbps,
                 c.rtt_ms
             );
         }
-        out.push(check(&lab, c, a.seconds, i as u64 + 1)?);
+        out.push(check(&lab, c, a.seconds, seed)?);
+        if let Some(r) = rattan
+            .as_deref()
+            .filter(|_| c.rate_mbps <= rattan::MAX_RATE_MBPS)
+        {
+            if show {
+                eprint!(
+                    "\rcalibrating: check {} of {} through Rattan                  ",
+                    n + 1,
+                    checks.len()
+                );
+            }
+            out.push(through_rattan(r, &lab, c, a.seconds)?);
+        }
     }
-    if !a.json && std::io::stderr().is_terminal() {
+    if show {
         eprint!("\r{:70}\r", "");
     }
-    let table = markdown(&out);
+    let agreement = rattan.as_ref().map(|_| versus(&out));
+    let mut table = markdown(&out);
+    if let Some((t, _)) = &agreement {
+        table += "\n";
+        table += t;
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -229,20 +274,55 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     if let Some(p) = &a.markdown {
         std::fs::write(p, &table).with_context(|| format!("cannot write {}", p.display()))?;
     }
-    if out.iter().any(|o| !o.pass) {
+    let lab_failed = out.iter().any(|o| o.emulator == "lab" && !o.pass);
+    if lab_failed || agreement.is_some_and(|(_, all)| !all) {
         std::process::exit(2);
     }
     Ok(())
 }
 
+/// The lab's emulator against Rattan on each check both ran: a Markdown table, and whether
+/// they agree within the tolerance everywhere.
+fn versus(out: &[Outcome]) -> (String, bool) {
+    let mut s = String::from(
+        "Against Rattan (the same probes, one run each):\n\n| check | path | configured | this lab | Rattan | lab − Rattan | tolerance | |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut all = true;
+    for pair in out.windows(2) {
+        let [ours, theirs] = pair else { continue };
+        if ours.emulator != "lab" || theirs.emulator != "rattan" {
+            continue;
+        }
+        let diff = round(ours.measured - theirs.measured, 3);
+        let agree = diff.abs() <= ours.tolerance;
+        all &= agree;
+        s += &format!(
+            "| {} | {} Mbit/s, {} ms, {} % loss | {} {u} | {} {u} | {} {u} | {:+} {u} | ±{} {u} | {} |\n",
+            ours.kind.name(),
+            ours.rate_mbps,
+            ours.rtt_ms,
+            ours.loss * 100.0,
+            ours.configured,
+            ours.measured,
+            theirs.measured,
+            diff,
+            ours.tolerance,
+            if agree { "agree" } else { "**differ**" },
+            u = ours.unit,
+        );
+    }
+    (s, all)
+}
+
 fn markdown(out: &[Outcome]) -> String {
     let mut s = String::from(
-        "| check | path | probes at | configured | measured | error | tolerance | | probes | lost outside the model |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        "| emulator | check | path | probes at | configured | measured | error | tolerance | | probes | lost outside the model |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for o in out {
         let kind = o.kind.name();
         s += &format!(
-            "| {kind} | {} Mbit/s, {} ms, {} % loss | {:.0} % | {} {u} | {} {u} | {:+} {u} | ±{} {u} | {} | {} | {} |\n",
+            "| {} | {kind} | {} Mbit/s, {} ms, {} % loss | {:.0} % | {} {u} | {} {u} | {:+} {u} | ±{} {u} | {} | {} | {} |\n",
+            o.emulator,
             o.rate_mbps,
             o.rtt_ms,
             o.loss * 100.0,
@@ -253,7 +333,7 @@ fn markdown(out: &[Outcome]) -> String {
             o.tolerance,
             if o.pass { "ok" } else { "**outside**" },
             o.probes_sent,
-            o.lost_outside_model,
+            o.lost_outside_model.map_or("–".to_owned(), |n| n.to_string()),
             u = o.unit,
         );
     }
@@ -307,13 +387,46 @@ fn check(lab: &std::path::Path, c: &Check, seconds: f64, seed: u64) -> Result<Ou
         .with_context(|| format!("probe sender: {}", String::from_utf8_lossy(&send.stderr)))?;
     let got: serde_json::Value =
         serde_json::from_slice(&r.stdout).context("probe receiver gave no result")?;
-    let f = |v: &serde_json::Value, k: &str| {
-        v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0)
+    let mut o = judge("lab", c, &sent, &got);
+    let model_dropped = measured.links[0].random_drops + measured.links[0].queue_drops;
+    o.lost_outside_model =
+        Some(o.probes_sent as i64 - number(&got, "received") as i64 - model_dropped as i64);
+    o.emulator_late_us_mean = Some(round(measured.lateness_us.0, 1));
+    Ok(o)
+}
+
+/// Check `c` through Rattan.
+fn through_rattan(
+    rattan: &std::path::Path,
+    lab: &std::path::Path,
+    c: &Check,
+    seconds: f64,
+) -> Result<Outcome> {
+    let path = RattanPath {
+        rate_mbps: c.rate_mbps,
+        rtt_ms: c.rtt_ms,
+        loss: c.loss,
     };
-    let probes = f(&sent, "sent") as u64;
+    let rate_bps = (c.rate_mbps * 1e6 * c.load).round() as u64;
+    let (sent, got) = rattan::probe(rattan, lab, &path, rate_bps, seconds)?;
+    Ok(judge("rattan", c, &sent, &got))
+}
+
+fn number(v: &serde_json::Value, k: &str) -> f64 {
+    v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0)
+}
+
+/// What the probes say about check `c`: the sender's and the receiver's results.
+fn judge(
+    emulator: &'static str,
+    c: &Check,
+    sent: &serde_json::Value,
+    got: &serde_json::Value,
+) -> Outcome {
+    let probes = number(sent, "sent") as u64;
     let (configured, measured_v, tolerance, unit) = match c.kind {
         Kind::Capacity => {
-            let got_mbps = f(&got, "steady_ip_bps") / 1e6;
+            let got_mbps = number(got, "steady_ip_bps") / 1e6;
             (
                 c.rate_mbps,
                 round(got_mbps, 2),
@@ -324,11 +437,11 @@ fn check(lab: &std::path::Path, c: &Check, seconds: f64, seed: u64) -> Result<Ou
         Kind::Delay => {
             let tx_ms = (PROBE + 28) as f64 * 8.0 / (c.rate_mbps * 1e6) * 1e3;
             let expect = c.rtt_ms / 2.0 + tx_ms;
-            let owd = f(&got, "owd_p50_ms");
+            let owd = number(got, "owd_p50_ms");
             (0.0, round(owd - expect, 3), 1.0, "ms")
         }
         Kind::Loss => {
-            let rx = f(&got, "received");
+            let rx = number(got, "received");
             let lost = if probes > 0 {
                 1.0 - rx / probes as f64
             } else {
@@ -338,9 +451,8 @@ fn check(lab: &std::path::Path, c: &Check, seconds: f64, seed: u64) -> Result<Ou
         }
     };
     let error = round(measured_v - configured, 3);
-    let model_dropped = measured.links[0].random_drops + measured.links[0].queue_drops;
-    let lost_outside_model = probes as i64 - f(&got, "received") as i64 - model_dropped as i64;
-    Ok(Outcome {
+    Outcome {
+        emulator,
         kind: c.kind,
         rate_mbps: c.rate_mbps,
         rtt_ms: c.rtt_ms,
@@ -353,9 +465,9 @@ fn check(lab: &std::path::Path, c: &Check, seconds: f64, seed: u64) -> Result<Ou
         unit,
         pass: error.abs() <= tolerance && probes > 0,
         probes_sent: probes,
-        lost_outside_model,
-        emulator_late_us_mean: round(measured.lateness_us.0, 1),
-    })
+        lost_outside_model: None,
+        emulator_late_us_mean: None,
+    }
 }
 
 /// The probe ends (run inside the namespaces by `calibrate`).

@@ -12,6 +12,7 @@ pub mod calibrate;
 pub mod compare;
 pub mod flows;
 pub mod forward;
+mod rattan;
 pub mod report;
 mod run;
 pub mod tun;
