@@ -33,8 +33,19 @@ if [ ! -x "$udt" ] || [ "$here/lab/udt/spate-udt.cpp" -nt "$udt" ]; then
     g++ -O2 -o "$udt" "$here/lab/udt/spate-udt.cpp" -ludt -lpthread
 fi
 if ! command -v rattan >/dev/null; then
-    cargo install --locked rattan --version 0.1.1 --root /usr/local
+    # Under sudo, root's PATH may not hold the invoking user's rustup cargo.
+    cargo="$(command -v cargo || true)"
+    if [ -z "$cargo" ] && [ -n "${SUDO_USER:-}" ]; then
+        home="$(getent passwd "$SUDO_USER" | cut -d: -f6)"
+        [ -x "$home/.cargo/bin/cargo" ] && cargo="$home/.cargo/bin/cargo"
+    fi
+    if [ -n "$cargo" ]; then
+        "$cargo" install --locked rattan --version 0.1.1 --root /usr/local
+    else
+        echo "note: Rattan not installed (no cargo for root); spate-lab calibrate --rattan needs it:" >&2
+        echo "      cargo install --locked rattan --version 0.1.1 --root /usr/local" >&2
+    fi
 fi
 modprobe tun 2>/dev/null || true
 echo "ready: $(iperf3 --version | head -1); $(ip -V); $(ssh -V 2>&1); $(nft --version);" \
-    "$(globus-url-copy -version 2>&1 | head -1); spate-udt at $udt; $(rattan --version | head -1)"
+    "$(globus-url-copy -version 2>&1 | head -1); spate-udt at $udt; $(rattan --version 2>/dev/null | head -1 || echo 'no rattan')"
