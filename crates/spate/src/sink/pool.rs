@@ -11,7 +11,12 @@
 //! the network thread never blocks on a writer and memory for queued data is bounded by
 //! [`LANE_BYTES`] per session and [`POOL_BYTES`] in all. Dropping is the last resort: each
 //! session reports its lane's [`Lane::room`] to its sender (spec §7.4), which keeps what it
-//! sends within it.
+//! sends within it. The room a lane offers is its share of the pool — the pool divided among
+//! the lanes holding data, itself included — so that the rooms promised together never pass
+//! what the pool has free: with up to four sessions behind, each may still have a whole
+//! [`LANE_BYTES`]; with eight, 32 MiB each (before, each was offered the pool's whole free
+//! space, and eight stalled sessions were promised 512 MiB of a 256 MiB pool, the excess
+//! dropped on arrival and sent again).
 //!
 //! Why our own: the work is a queue per session with strict order inside it and turns between
 //! them. A general thread pool (rayon, threadpool) runs independent tasks and would either
@@ -47,6 +52,8 @@ struct Shared {
     wake: Condvar,
     stop: AtomicBool,
     queued: AtomicUsize,
+    /// Lanes holding queued bytes.
+    active: AtomicUsize,
     /// Bytes per second all workers together may write (`spate serve --write-rate`), and
     /// when the writes so far are paid for.
     pace: Option<(u64, Mutex<std::time::Instant>)>,
@@ -108,6 +115,7 @@ impl WriterPool {
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
+            active: AtomicUsize::new(0),
             pace: rate
                 .filter(|&r| r > 0)
                 .map(|r| (r, Mutex::new(std::time::Instant::now()))),
@@ -174,7 +182,9 @@ impl Lane {
     /// Queue `job` (after every job queued before it).
     pub fn push(self: &Arc<Self>, job: Job) {
         if let Job::Write { len, .. } = &job {
-            self.queued.fetch_add(*len, Ordering::Relaxed);
+            if self.queued.fetch_add(*len, Ordering::Relaxed) == 0 {
+                self.shared.active.fetch_add(1, Ordering::Relaxed);
+            }
             self.shared.queued.fetch_add(*len, Ordering::Relaxed);
         }
         let mut st = lock(&self.state);
@@ -193,11 +203,27 @@ impl Lane {
             && self.shared.queued.load(Ordering::Relaxed) + len <= POOL_BYTES
     }
 
-    /// Bytes more that may be queued now: this lane's and the pool's room, the smaller.
+    /// Bytes more this lane offers to queue (what its session reports, spec §7.4): its share
+    /// of the pool less what it holds, and never more than the pool has free.
     pub fn room(&self) -> usize {
-        let lane = LANE_BYTES.saturating_sub(self.queued.load(Ordering::Relaxed));
+        let queued = self.queued.load(Ordering::Relaxed);
+        let others = self.shared.active.load(Ordering::Relaxed);
+        let sharing = if queued == 0 {
+            others + 1
+        } else {
+            others.max(1)
+        };
+        let share = (POOL_BYTES / sharing).min(LANE_BYTES);
         let pool = POOL_BYTES.saturating_sub(self.shared.queued.load(Ordering::Relaxed));
-        lane.min(pool)
+        share.saturating_sub(queued).min(pool)
+    }
+
+    /// `len` queued bytes were written.
+    fn release(&self, len: usize) {
+        if self.queued.fetch_sub(len, Ordering::Relaxed) == len {
+            self.shared.active.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.shared.queued.fetch_sub(len, Ordering::Relaxed);
     }
 
     /// Bytes queued and not yet written.
@@ -235,13 +261,14 @@ fn work(shared: &Shared) {
         };
         for job in batch {
             let bytes = match &job {
-                Job::Write { len, .. } => *len,
-                _ => 0,
+                Job::Write { len, .. } => Some(*len),
+                _ => None,
             };
-            shared.pace(bytes);
+            shared.pace(bytes.unwrap_or(0));
             Writer::run(&mut writer, job);
-            lane.queued.fetch_sub(bytes, Ordering::Relaxed);
-            shared.queued.fetch_sub(bytes, Ordering::Relaxed);
+            if let Some(len) = bytes {
+                lane.release(len);
+            }
         }
         let mut st = lock(&lane.state);
         st.writer = writer;
@@ -253,5 +280,48 @@ fn work(shared: &Shared) {
             lock(&shared.ready).push_back(lane.clone());
             shared.wake.notify_one();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hold(lane: &Arc<Lane>, len: usize) {
+        lane.push(Job::Write {
+            object: 1,
+            offset: 0,
+            buf: Vec::new(),
+            len,
+        });
+    }
+
+    /// What the lanes offer together never passes what the pool has free, however many
+    /// sessions are behind; a session alone (or one of four) still gets a whole lane.
+    #[test]
+    fn the_rooms_offered_together_fit_in_the_pool() {
+        let pool = WriterPool::paused();
+        let first = pool.lane();
+        assert_eq!(first.room(), LANE_BYTES);
+        hold(&first, 1 << 20);
+        assert_eq!(first.room(), LANE_BYTES - (1 << 20));
+        let lanes: Vec<_> = (0..7).map(|_| pool.lane()).collect();
+        for l in &lanes {
+            hold(l, 1 << 20);
+        }
+        let all: Vec<_> = std::iter::once(&first).chain(&lanes).collect();
+        let offered: usize = all.iter().map(|l| l.room()).sum();
+        let free = POOL_BYTES - 8 * (1 << 20);
+        assert!(offered <= free, "{offered} offered, {free} free");
+        assert!(offered >= free - 8, "{offered} offered, {free} free");
+        // A newcomer with nothing queued counts itself among the sharers.
+        let new = pool.lane();
+        assert_eq!(new.room(), POOL_BYTES / 9);
+        // Written out, a lane stops counting as a sharer.
+        for l in &lanes {
+            l.release(1 << 20);
+        }
+        assert_eq!(first.room(), LANE_BYTES - (1 << 20));
+        assert_eq!(pool.shared.active.load(Ordering::Relaxed), 1);
     }
 }
