@@ -2,6 +2,8 @@
 //! sender in one process, on real files, checked byte for byte. Every run is bounded in time
 //! (connect 5 s, idle 20 s).
 
+mod common;
+
 use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -411,7 +413,7 @@ fn missing_and_unreadable_sources_are_clear_errors() {
     assert!(format!("{e:#}").contains("No such file"), "{e:#}");
     let e = scan::plan(&[src.path().to_path_buf()], "", false).unwrap_err();
     assert!(e.to_string().contains("-r"), "{e}");
-    if unsafe_is_root() {
+    if common::is_root() {
         eprintln!("running as root: unreadable files are readable; that case is skipped");
         return;
     }
@@ -422,11 +424,6 @@ fn missing_and_unreadable_sources_are_clear_errors() {
     let mut plan = scan::plan(&[f], "", false).unwrap();
     let e = plan.compute_digests(|_| {}).unwrap_err();
     assert!(format!("{e:#}").contains("Permission denied"), "{e:#}");
-}
-
-fn unsafe_is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 #[test]

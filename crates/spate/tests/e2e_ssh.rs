@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::run_bounded;
+use common::{is_root, run_bounded};
 
 /// A private sshd on 127.0.0.1, killed when dropped.
 struct Sshd {
@@ -26,11 +26,6 @@ impl Drop for Sshd {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 impl Sshd {

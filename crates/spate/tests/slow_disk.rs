@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{free_port, run_bounded, serve, spate};
+use common::{free_port, is_root, run_bounded, serve, spate};
 
 /// The disk's write rate, bytes/s.
 const DISK_BPS: u64 = 25_000_000;
@@ -27,11 +27,6 @@ const DISK_BPS: u64 = 25_000_000;
 /// rate, so the Write Limit must hold the sender for most of it.
 const SIZE: usize = 200 << 20;
 const THROTTLE: &str = "/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device";
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 fn have(tool: &str) -> bool {
     Command::new(tool)
@@ -107,7 +102,7 @@ fn rcvbuf_errors() -> u64 {
 
 #[test]
 fn a_receiver_on_a_throttled_disk_slows_the_sender_without_losing_packets() {
-    if !root() {
+    if !is_root() {
         eprintln!("SKIPPED: not root (a loop device and the blkio throttle need root)");
         return;
     }

@@ -67,6 +67,13 @@ pub fn client_params(identity: &spate::keys::Identity) -> spate_proto::secure::C
     }
 }
 
+/// Whether the tests run as root (the ones that need namespaces, sshd or block devices say
+/// SKIPPED otherwise).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// A `spate` command that uses the tests' identities ([`config_home`]).
 pub fn spate() -> Command {
     let mut c = Command::new(SPATE);
