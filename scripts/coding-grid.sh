@@ -13,34 +13,18 @@ cargo build -q --release -p spate-lab --manifest-path "$here/Cargo.toml"
 lab="$here/target/release/spate-lab"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-for rtt in 0 50 100 150 200 300 400; do
-    for loss in 0 0.1 0.5 1 1.5 2; do
-        for fec in auto off; do
-            frac=$(awk "BEGIN { printf \"%g\", $loss / 100 }")
-            queue=$(( rtt > 0 ? rtt : 1 ))
-            cat >"$tmp/rtt$rtt-loss$loss-$fec.toml" <<TOML
-name = "coding grid rtt$rtt loss$loss $fec"
-seed = 1
-duration_s = 120.0
-
-[[path.phase]]
-at_s = 0.0
-rate_mbps = 1000.0
-rtt_ms = $rtt.0
-loss = $frac
-queue_ms = $queue.0
-
-[[flow]]
-start_s = 0.0
-bytes = $size
-policy = "fair"
-fec = "$fec"
-TOML
-        done
+# The grid's own points (scenarios/wan-grid/generate.sh: RTTs, losses, buffers), each made a
+# bounded transfer, once per coding mode.
+mkdir "$tmp/grid"
+"$here/scenarios/wan-grid/generate.sh" 1000 120 "$tmp/grid" >/dev/null
+for f in "$tmp"/grid/*.toml; do
+    for fec in auto off; do
+        sed "s/^bytes = 0$/bytes = $size/" "$f" >"$tmp/$(basename "$f" .toml)-$fec.toml"
+        echo "fec = \"$fec\"" >>"$tmp/$(basename "$f" .toml)-$fec.toml"
     done
 done
 jobs="$(nproc)"
-ls "$tmp"/*.toml | xargs -P "$jobs" -I{} sh -c '"$1" sim --json "$2" > "${2%.toml}.json"' _ "$lab" {}
+ls "$tmp"/*-auto.toml "$tmp"/*-off.toml | xargs -P "$jobs" -I{} sh -c '"$1" sim --json "$2" > "${2%.toml}.json"' _ "$lab" {}
 python3 - "$tmp" "$size" <<'PY'
 import json, sys
 tmp, size = sys.argv[1], int(sys.argv[2])

@@ -2,9 +2,9 @@
 # Writes the 42-point WAN grid of Kachan & Siemens (SEEDS.md §3) as one scenario per point:
 # RTT {0, 50, 100, 150, 200, 300, 400} ms x loss {0, 0.1, 0.5, 1, 1.5, 2} %, at 1 Gbit/s (the
 # rate issue #3 judges; the original test bed was 10 Gbit/s, MTU 9000, 180 s per test).
-# Usage: scenarios/wan-grid/generate.sh [RATE_MBPS] [DURATION_S]
+# Usage: scenarios/wan-grid/generate.sh [RATE_MBPS] [DURATION_S] [DIR]   (DIR: this folder)
 set -euo pipefail
-cd "$(dirname "$0")"
+cd "${3:-$(dirname "$0")}"
 rate=${1:-1000}
 duration=${2:-30}
 for rtt in 0 50 100 150 200 300 400; do
