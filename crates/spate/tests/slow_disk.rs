@@ -14,7 +14,6 @@
 mod common;
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -112,20 +111,8 @@ fn a_receiver_on_a_throttled_disk_slows_the_sender_without_losing_packets() {
     }
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src.bin");
-    {
-        let mut f = fs::File::create(&src).unwrap();
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut block = vec![0u8; 1 << 20];
-        for _ in 0..SIZE >> 20 {
-            for b in block.chunks_mut(8) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                b.copy_from_slice(&x.to_le_bytes());
-            }
-            f.write_all(&block).unwrap();
-        }
-    }
+    let data = spate::noise::bytes(7, SIZE);
+    fs::write(&src, &data).unwrap();
     let disk = SlowDisk::new(dir.path());
     let dst = disk.mount.join("dst");
     fs::create_dir(&dst).unwrap();
@@ -171,7 +158,7 @@ fn a_receiver_on_a_throttled_disk_slows_the_sender_without_losing_packets() {
     assert_eq!(r["verified"], true, "{r}");
     drop(server);
     assert!(
-        fs::read(&src).unwrap() == fs::read(dst.join("copy.bin")).unwrap(),
+        fs::read(dst.join("copy.bin")).unwrap() == data,
         "the copy differs"
     );
     drop(disk);
