@@ -120,12 +120,7 @@ pub fn find(given: &str) -> Result<std::path::PathBuf> {
         }
         bail!("{given}: no such file (install Rattan with scripts/lab-setup.sh)");
     }
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|v| std::env::split_paths(&v).collect::<Vec<_>>())
-        .map(|d| d.join(given))
-        .find(|c| c.is_file())
-        .with_context(|| {
+    super::flows::which(given).with_context(|| {
             format!(
                 "{given} is not on PATH: install Rattan with scripts/lab-setup.sh (cargo install \
                  --locked rattan --version 0.1.1: a few minutes), or give its path: --rattan /path/to/rattan"
