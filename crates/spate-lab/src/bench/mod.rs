@@ -34,6 +34,7 @@
 //! about the machine than about Spate.
 
 pub mod ends;
+mod floor;
 pub mod netns;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -188,7 +189,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         &own(&["udp-sink", "--listen", &listen]),
         &own(&["udp-blast", "--to", &to, "--seconds", &secs]),
     )?;
-    rows.push(row(place.name, "raw UDP (GSO/GRO)", &s, &r, String::new()));
+    rows.push(row(place.name, RAW_UDP, &s, &r, String::new()));
 
     eprintln!("[{}] TCP cubic (iperf3), {secs} s …", place.name);
     match tcp(place, port, a.seconds) {
@@ -322,13 +323,44 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     write_file(&src, a.size)?;
     // The receiver writes a new file: that costs what the file system charges for fresh pages,
     // which on a VM can be far below memory speed. Measured the same way here.
+    // Twice: the first write may be the first touch of memory this VM was given (the
+    // hypervisor then maps every page: 0.3–0.8 GB/s on the project machine), which a
+    // transfer into pages the guest has used before does not pay. The second is the limit.
+    let first = fresh_write(&dir.path().join("limit.bin"), a.size)?.0;
     let (gbps, cpu) = fresh_write(&dir.path().join("limit.bin"), a.size)?;
     rows.push(Row {
         path: place.name,
         test: TMPFS_WRITE,
         gbps,
         cpu_per_gbit: (f64::NAN, cpu),
-        note: "one process writing a new file in 256 KiB writes, as Spate's receiver does".into(),
+        note: format!(
+            "one process writing a new file in 256 KiB writes, as Spate's receiver does; the \
+             second of two such files (the first: {} Gbit/s)",
+            num(first, 2, "")
+        ),
+        runs: vec![],
+        start: None,
+    });
+    // The sender's disk side and the receiver's hashing, each at its cheapest: with the rows
+    // above they make the floor the file row is measured against (`floor.rs`).
+    let (gbps, cpu) = floor::read_and_hash(&src)?;
+    rows.push(Row {
+        path: place.name,
+        test: READ_HASH,
+        gbps,
+        cpu_per_gbit: (cpu, f64::NAN),
+        note: "1 MiB reads into one buffer, each hashed at once, as Spate's reader does".into(),
+        runs: vec![],
+        start: None,
+    });
+    let (gbps, cpu) = floor::hash(a.size)?;
+    rows.push(Row {
+        path: place.name,
+        test: HASH,
+        gbps,
+        cpu_per_gbit: (f64::NAN, cpu),
+        note: "a 1 MiB block in cache, hashed over and over (the receiver hashes what it writes)"
+            .into(),
         runs: vec![],
         start: None,
     });
@@ -366,8 +398,36 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
             file_row.note
         );
     }
+    if let Some((send, recv)) = floor_of(rows, place.name) {
+        file_row.note = format!(
+            "floor (below) {} / {} % of a core per Gbit/s, Spate at {:.2}× / {:.2}× of it; {}",
+            num(send * 100.0, 1, ""),
+            num(recv * 100.0, 1, ""),
+            file_row.cpu_per_gbit.0 / send,
+            file_row.cpu_per_gbit.1 / recv,
+            file_row.note
+        );
+    }
     rows.push(file_row);
     Ok(())
+}
+
+/// The (sender, receiver) floor of a file → file transfer on `path` (`floor.rs`), in
+/// CPU-seconds per Gbit, from that path's rows: `None` if one of its terms is missing.
+fn floor_of(rows: &[Row], path: &str) -> Option<(f64, f64)> {
+    let get = |test: &str| {
+        rows.iter()
+            .find(|r| r.path == path && r.test == test)
+            .map(|r| r.cpu_per_gbit)
+    };
+    let floors = floor::floors(
+        get(RAW_UDP)?,
+        get(AEAD_LIMIT)?,
+        get(READ_HASH)?.0,
+        get(HASH)?.1,
+        get(TMPFS_WRITE)?.1,
+    );
+    (floors.0.is_finite() && floors.1.is_finite()).then_some(floors)
 }
 
 /// Run a Spate test `repeat` times: the row of the median run by goodput (the slower middle
@@ -495,6 +555,9 @@ const AEAD_LIMIT: &str = "AES-256-GCM seal, one core (the sender's crypto limit)
 const AEAD_PAYLOAD: usize = 1432;
 const FILE: &str = "Spate file → file (tmpfs)";
 const TMPFS_WRITE: &str = "tmpfs write, new file (the receiver's disk limit)";
+const READ_HASH: &str = "tmpfs read + BLAKE3, one core (the sender's disk side)";
+const HASH: &str = "BLAKE3 in cache, one core";
+const RAW_UDP: &str = "raw UDP (GSO/GRO)";
 const MEM_FIXED: &str = "Spate memory → memory, --policy fixed --rate 30G";
 
 /// [`retx`], and each end's loop thread in % of a core per Gbit/s (what sealing and opening
@@ -618,11 +681,10 @@ fn table(rows: &[Row]) -> String {
             r.note
         );
     }
-    t += "\n| path | Spate mem / raw UDP | Spate mem / TCP | Spate mem fixed / raw UDP | Spate file / raw UDP | Spate file / tmpfs write | CPU ≤ 10 %/Gbit/s (send, recv) |\n|---|---|---|---|---|---|---|\n";
+    t += "\n| path | Spate mem / raw UDP | Spate mem / TCP | Spate mem fixed / raw UDP | Spate file / raw UDP | Spate file / tmpfs write | CPU ≤ 10 %/Gbit/s (send, recv) | file CPU / its floor (send, recv) |\n|---|---|---|---|---|---|---|---|\n";
     for path in ["loopback", "veth"] {
         let get = |test: &str| rows.iter().find(|r| r.path == path && r.test == test);
-        let (Some(udp), Some(mem), Some(file)) = (get("raw UDP (GSO/GRO)"), get(MEM), get(FILE))
-        else {
+        let (Some(udp), Some(mem), Some(file)) = (get(RAW_UDP), get(MEM), get(FILE)) else {
             continue;
         };
         let tcp = get("TCP cubic (iperf3)").map_or(f64::NAN, |r| r.gbps);
@@ -630,8 +692,15 @@ fn table(rows: &[Row]) -> String {
         let disk = get(TMPFS_WRITE).map_or(f64::NAN, |r| r.gbps);
         let ok = |v: f64| if v <= 0.10 { "yes" } else { "no" };
         let pct = |v: f64| num(v, 0, " %");
+        let floor = floor_of(rows, path).map_or("–".to_owned(), |(send, recv)| {
+            format!(
+                "{:.2}×, {:.2}×",
+                file.cpu_per_gbit.0 / send,
+                file.cpu_per_gbit.1 / recv
+            )
+        });
         t += &format!(
-            "| {path} | {} | {} | {} | {} | {} | {}, {} |\n",
+            "| {path} | {} | {} | {} | {} | {} | {}, {} | {floor} |\n",
             pct(100.0 * mem.gbps / udp.gbps),
             pct(100.0 * mem.gbps / tcp),
             pct(100.0 * fixed / udp.gbps),
@@ -670,9 +739,21 @@ mod tests {
         assert!(t.contains("| 2.00 | – | 40.0 |"), "{t}");
         // No TCP or fixed-rate row: their ratios are dashes; the others are computed.
         assert!(
-            t.contains("| veth | 50 % | – | – | 10 % | 200 % | yes, yes |"),
+            t.contains("| veth | 50 % | – | – | 10 % | 200 % | yes, yes | – |"),
             "{t}"
         );
+        // With every term of the floor: sender 0.02 + 0.03 + 0.05 = 0.1, receiver
+        // 0.01 + 0.03 + 0.06 + 0.4 = 0.5.
+        let t = table(&[
+            row(RAW_UDP, 40.0, (0.02, 0.01)),
+            row(MEM, 20.0, (0.04, 0.03)),
+            row(FILE, 4.0, (0.2, 0.3)),
+            row(TMPFS_WRITE, 2.0, (f64::NAN, 0.4)),
+            row(AEAD_LIMIT, 33.0, (0.03, 0.03)),
+            row(READ_HASH, 20.0, (0.05, f64::NAN)),
+            row(HASH, 30.0, (f64::NAN, 0.06)),
+        ]);
+        assert!(t.contains("| yes, yes | 2.00×, 0.60× |"), "{t}");
     }
 
     /// A repeated test shows its median run (the slower middle one for an even count), with

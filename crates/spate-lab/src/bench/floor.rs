@@ -1,0 +1,112 @@
+//! The floor under a file → file transfer's CPU: the work per byte that no implementation of a
+//! verified, encrypted transfer can skip, measured on this machine in the same run as Spate.
+//!
+//! | end | per byte, once | measured by |
+//! |---|---|---|
+//! | sender | read from the page cache (the kernel's copy), BLAKE3, seal, `sendmsg` | [`read_and_hash`], the AEAD row, the raw UDP blaster |
+//! | receiver | `recvmsg`, open, BLAKE3, write into a new file | the raw UDP sink, the AEAD row, [`hash`], the fresh-write row |
+//!
+//! Each term is the cheapest form of that work on one core: the file read in 1 MiB `read`s
+//! into one buffer that stays in cache and hashed at once, BLAKE3 over a 1 MiB block already
+//! in cache, the AEAD over 1432-byte payloads in place, UDP in 64 KiB GSO batches. The sum is
+//! therefore a little *below* what any real sender or receiver can reach: its buffers cannot
+//! all stay in cache, and it has acknowledgements, ranges and pacing besides. Spate's
+//! file → file CPU is reported against it as a ratio — the part of its cost that is its own.
+
+use std::io::Read;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use super::ends::cpu_seconds;
+
+/// Read block of [`read_and_hash`]: as Spate's reader (`spate::source`).
+const BLOCK: usize = 1 << 20;
+
+/// Read `path` whole in 1 MiB `read`s into one buffer, hashing each block with BLAKE3 as it
+/// comes (as Spate's reader does): Gbit/s, and CPU-seconds per Gbit of this process.
+pub fn read_and_hash(path: &Path) -> Result<(f64, f64)> {
+    let mut f =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut buf = vec![0u8; BLOCK];
+    let mut hasher = blake3::Hasher::new();
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let mut total = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        total += n as u64;
+    }
+    std::hint::black_box(hasher.finalize());
+    per_gbit(total, cpu0, t0)
+}
+
+/// BLAKE3 over one 1 MiB block in cache, `bytes` in all: Gbit/s and CPU-seconds per Gbit
+/// (what hashing each byte once costs an end, without the memory traffic of reaching it).
+pub fn hash(bytes: u64) -> Result<(f64, f64)> {
+    let block = spate::noise::bytes(4, BLOCK);
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let mut hasher = blake3::Hasher::new();
+    let mut done = 0u64;
+    while done < bytes {
+        hasher.update(&block);
+        done += BLOCK as u64;
+    }
+    std::hint::black_box(hasher.finalize());
+    per_gbit(done, cpu0, t0)
+}
+
+/// Gbit/s and CPU-seconds per Gbit of `bytes` done since (`cpu0`, `t0`).
+fn per_gbit(bytes: u64, cpu0: f64, t0: Instant) -> Result<(f64, f64)> {
+    let (cpu, secs) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+    let gbit = bytes as f64 * 8.0 / 1e9;
+    anyhow::ensure!(gbit > 0.0 && secs > 0.0, "nothing was measured");
+    Ok((gbit / secs, cpu / gbit))
+}
+
+/// The floors of (sender, receiver) in CPU-seconds per Gbit, from the run's own terms: the
+/// raw UDP (send, receive) cost, the AEAD's seal and open cost, the read-and-hash cost, the
+/// in-cache hash cost and the fresh-write cost.
+pub fn floors(
+    udp: (f64, f64),
+    aead: (f64, f64),
+    read_hash: f64,
+    hash: f64,
+    write: f64,
+) -> (f64, f64) {
+    (udp.0 + aead.0 + read_hash, udp.1 + aead.1 + hash + write)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_end_pays_each_term_once() {
+        let (s, r) = floors((0.01, 0.02), (0.03, 0.04), 0.05, 0.06, 0.07);
+        assert!((s - 0.09).abs() < 1e-12, "{s}");
+        assert!((r - 0.19).abs() < 1e-12, "{r}");
+    }
+
+    #[test]
+    fn reading_and_hashing_a_file_is_measured() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, spate::noise::bytes(5, 3 << 20)).unwrap();
+        let (gbps, cpu) = read_and_hash(&p).unwrap();
+        assert!(gbps > 0.0 && cpu >= 0.0, "{gbps} {cpu}");
+        assert!(hash(4 << 20).unwrap().1 >= 0.0);
+    }
+
+    #[test]
+    fn an_empty_file_is_an_error_not_a_division_by_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("empty");
+        std::fs::write(&p, b"").unwrap();
+        assert!(read_and_hash(&p).is_err());
+    }
+}
