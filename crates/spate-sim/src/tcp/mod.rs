@@ -228,6 +228,15 @@ mod tests {
 
     /// Drive a sender and receiver by hand over a path that drops chosen transmissions.
     fn run(drop: impl Fn(u64) -> bool, segments: u64) -> SenderStats {
+        run_timed(|n, _| drop(n), segments).0
+    }
+
+    /// [`run`] with drops chosen by transmission and time since the start, and how long the
+    /// transfer took (10 ms rounds and the timeouts' waits).
+    fn run_timed(
+        drop: impl Fn(u64, core::time::Duration) -> bool,
+        segments: u64,
+    ) -> (SenderStats, core::time::Duration) {
         let mut s = TcpSender::new(Law::Cubic, segments);
         let mut r = TcpReceiver::default();
         let rtt = core::time::Duration::from_millis(10);
@@ -235,12 +244,12 @@ mod tests {
         let mut n = 0u64;
         for _ in 0..10_000 {
             if s.is_done() {
-                return s.stats();
+                return (s.stats(), now.saturating_since(Instant::ZERO));
             }
             let mut acks = Vec::new();
             while let Some(seq) = s.poll_transmit(now) {
                 n += 1;
-                if !drop(n) {
+                if !drop(n, now.saturating_since(Instant::ZERO)) {
                     acks.push(r.on_segment(seq).1);
                 }
             }
@@ -268,6 +277,22 @@ mod tests {
         // Transmission 20 is the first retransmission of the lost transmission 5.
         let st = run(|n| n == 5 || n == 20, 200);
         assert!(st.retransmitted >= 2, "{st:?}");
+    }
+
+    /// After a timeout the window grows in slow start while the losses are resent (Linux's
+    /// Loss state): hundreds of segments lost at once are resent in a few rounds, not one per
+    /// round.
+    #[test]
+    fn after_a_timeout_the_losses_are_resent_in_slow_start() {
+        // Everything sent in rounds 7 and 8 is lost: the window is hundreds of segments by
+        // then, and with nothing acknowledged the timer fires.
+        let ms = core::time::Duration::from_millis;
+        let (st, took) = run_timed(|_, t| (ms(70)..ms(90)).contains(&t), 3000);
+        assert!(st.timeouts >= 1, "{st:?}");
+        assert!(st.retransmitted >= 300, "{st:?}");
+        // The timeout waits ~1 s (the initial RTO); resending one segment per 10 ms round
+        // would add 3 s or more after it.
+        assert!(took < ms(2000), "{took:?} {st:?}");
     }
 
     #[test]

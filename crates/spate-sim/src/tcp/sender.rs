@@ -17,7 +17,8 @@
 //! loss   first loss outside a recovery episode: the window law reduces once, recovery lasts
 //!        until everything sent before it is acknowledged
 //! RTO    srtt + max(4·rttvar, 200 ms) after the last progress (Linux's minimum), doubling on
-//!        repeats: everything in flight is lost, the window restarts at one segment
+//!        repeats: everything in flight is lost, the window restarts at one segment and grows
+//!        in slow start while the losses are resent (Linux's Loss state)
 //! ```
 //!
 //! Sequence numbers count segments, not bytes: every segment but a bounded flow's last carries
@@ -97,6 +98,8 @@ pub struct TcpSender {
     rack: Option<(u64, Instant)>,
     /// Recovery lasts until `cum_ack` reaches this.
     recovery_until: Option<u64>,
+    /// The recovery began with a timeout (Linux's `TCP_CA_Loss`): the window grows in it.
+    after_timeout: bool,
     /// The retransmission timer's deadline.
     rto_at: Option<Instant>,
     stats: SenderStats,
@@ -122,6 +125,7 @@ impl TcpSender {
             min_rtt: Duration::MAX,
             rack: None,
             recovery_until: None,
+            after_timeout: false,
             rto_at: None,
             stats: SenderStats::default(),
         }
@@ -248,8 +252,13 @@ impl TcpSender {
         self.detect_losses();
         if self.recovery_until.is_some_and(|p| self.cum_ack >= p) {
             self.recovery_until = None;
+            self.after_timeout = false;
         }
-        if delivered > 0 && self.recovery_until.is_none() {
+        // Fast recovery holds the reduced window (Linux's PRR keeps it there); after a timeout
+        // the window restarts at one segment and grows in slow start while the losses are
+        // resent, as Linux does in its Loss state. (Held at one segment instead, a flow that
+        // lost hundreds of segments to a timeout resent one per RTT for a minute.)
+        if delivered > 0 && (self.recovery_until.is_none() || self.after_timeout) {
             let srtt = self.srtt.unwrap_or(INITIAL_RTO);
             self.window.on_ack(&Acked {
                 now,
@@ -343,6 +352,7 @@ impl TcpSender {
         self.pipe = 0;
         self.window.on_timeout();
         self.recovery_until = Some(self.next_seq);
+        self.after_timeout = true;
         self.rto = (self.rto * 2).min(MAX_RTO);
         self.rto_at = Some(now + self.rto);
     }
