@@ -8,7 +8,8 @@
 //!         the queue full, or the queue has stayed full at its deepest for 15 RTTs with
 //!         nobody cutting (then this flow cuts alone); one event per episode (4 RTTs, and the
 //!         queue must fall below the cut level before the next)
-//! q_full  the deepest queue seen in this mode: the buffer's size once it has overflowed
+//! q_full  the deepest queue seen in the last max(20 s, 3·T): the buffer's size once it has
+//!         overflowed
 //! T       seconds between the last events (mean of the last 2 intervals)
 //! W(t)    a CUBIC window in packets, t = time since the last event (RFC 9438):
 //!             W(t) = N·C·(t − K)³ + W_max,   K = ∛(W_max·(1 − β) / (N·C)),  C = 0.4, β = 0.7
@@ -41,6 +42,7 @@
 use core::time::Duration;
 use std::collections::VecDeque;
 
+use super::filters::WindowedMax;
 use crate::time::Instant;
 
 /// CUBIC's constant C, packets/s³.
@@ -78,6 +80,16 @@ const PERIODS: usize = 2;
 /// to 2·X_recv): a rate the path does not carry only fills the buffer.
 const MAX_OVER_DELIVERED: f64 = 1.25;
 
+/// The deepest queue is the deepest of at least this long...
+const DEEPEST_WINDOW: Duration = Duration::from_secs(20);
+/// ...or of this many periods between events, whichever is longer. Not of the whole mode: the
+/// queue this flow measures moves with its delay floor, and one reading deeper than the
+/// buffer (a floor that was lower for a while) made the full buffer look 15 % short of full
+/// for good — no event, so no cut, ever again: a `high` flow then held the buffer full at
+/// 1.25 × capacity and starved CUBIC into repeated timeouts for the rest of the run
+/// (`scripts/tcp-robustness.sh`, 4×BDP, 70 ms, joining after 15 s, 180 s).
+const DEEPEST_PERIODS: f64 = 3.0;
+
 /// The state of competitive mode.
 #[derive(Debug, Clone)]
 pub struct Compete {
@@ -103,8 +115,10 @@ pub struct Compete {
     /// The last event that was an overflow (not this flow cutting alone): periods run
     /// between these.
     last_overflow: Option<Instant>,
-    /// Deepest queueing delay seen in this mode, seconds.
+    /// Deepest queueing delay seen lately ([`DEEPEST_WINDOW`], [`DEEPEST_PERIODS`]), seconds.
     q_full: f64,
+    /// Queueing delays seen, µs, for `q_full`.
+    deepest: WindowedMax,
     /// No events before this: the queue still shows this flow's own drain.
     quiet_until: Instant,
     /// The queue has fallen from full since the last event (or there was none).
@@ -131,6 +145,11 @@ impl Compete {
             full_since: None,
             last_overflow: None,
             q_full: q,
+            deepest: {
+                let mut m = WindowedMax::new(DEEPEST_WINDOW);
+                m.push(now, (q * 1e6) as i64);
+                m
+            },
             // The rate has just changed: the next RTTs' queue shows the change, not a cut.
             quiet_until: now + srtt * 2,
             armed: true,
@@ -148,7 +167,8 @@ impl Compete {
     fn event(&mut self, now: Instant, q: f64, rtt: f64, lost: bool) -> Option<bool> {
         let age =
             |t: Option<Instant>| t.map_or(f64::MAX, |t| now.saturating_since(t).as_secs_f64());
-        self.q_full = self.q_full.max(q);
+        self.deepest.push(now, (q * 1e6) as i64);
+        self.q_full = self.deepest.get(now).map_or(q, |us| us as f64 / 1e6).max(q);
         // Still filling (by more than measurement noise since it became full): not stuck.
         if self
             .full_since
@@ -216,13 +236,15 @@ impl Compete {
                     self.periods
                         .push_front(now.saturating_since(last).as_secs_f64());
                     self.last_overflow = Some(now);
-                    if !self.periods.is_empty() {
-                        let t = self.periods.iter().sum::<f64>() / self.periods.len() as f64;
-                        // Bounded (MAX_JUMP): a missed event makes one period look twice as
-                        // long and the target eight times as high.
-                        let target = (nc * t.powi(3) / (1.0 - BETA)).min(MAX_JUMP * w);
-                        self.w_max = self.w_max.max(target);
-                    }
+                    // (One period was just pushed: the mean is defined.)
+                    let t = self.periods.iter().sum::<f64>() / self.periods.len() as f64;
+                    self.deepest.set_window(
+                        DEEPEST_WINDOW.max(Duration::from_secs_f64(DEEPEST_PERIODS * t)),
+                    );
+                    // Bounded (MAX_JUMP): a missed event makes one period look twice as long
+                    // and the target eight times as high.
+                    let target = (nc * t.powi(3) / (1.0 - BETA)).min(MAX_JUMP * w);
+                    self.w_max = self.w_max.max(target);
                 }
                 self.w = (self.w_max * BETA).max(2.0);
                 self.k = (self.w_max * (1.0 - BETA) / nc).cbrt();
@@ -322,6 +344,27 @@ mod tests {
             h.w_max,
             c.w_max
         );
+    }
+
+    /// One reading deeper than the buffer (a delay floor that was lower for a while) must
+    /// not make the full buffer look short of full for good: once it is older than the
+    /// window, the buffer is full again, and this flow's losses there are events.
+    #[test]
+    fn a_reading_deeper_than_the_buffer_is_forgotten() {
+        let srtt = Duration::from_millis(100);
+        let mut c = Compete::new(Instant::ZERO, 1.0, 80e6, srtt, PACKET, 0.118);
+        let mut t = Instant::ZERO;
+        let mut first = None;
+        for i in 0..3000 {
+            t += Duration::from_millis(10);
+            c.on_report(t, 0.101, srtt, true, None);
+            if c.last_event.is_some() && first.is_none() {
+                first = Some(i);
+            }
+        }
+        let first = first.expect("no event in 30 s of loss at a full buffer");
+        // Not before the deep reading left the window (20 s).
+        assert!(first >= 1990, "{first}");
     }
 
     #[test]

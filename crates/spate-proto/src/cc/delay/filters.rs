@@ -90,6 +90,11 @@ impl WindowedMax {
     pub fn get(&mut self, now: Instant) -> Option<i64> {
         self.0.get(now).map(i64::saturating_neg)
     }
+
+    /// Change the window (samples older than it leave at the next push or get).
+    pub fn set_window(&mut self, window: Duration) {
+        self.0.set_window(window);
+    }
 }
 
 /// The pacing rates of the last few seconds, so a delivery rate can be compared with the rate
