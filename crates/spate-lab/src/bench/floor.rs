@@ -4,7 +4,7 @@
 //! | end | per byte, once | measured by |
 //! |---|---|---|
 //! | sender | read from the page cache (the kernel's copy), BLAKE3, seal, `sendmsg` | [`read_and_hash`], the AEAD row, the raw UDP blaster |
-//! | receiver | `recvmsg`, open, BLAKE3, write into a new file | the raw UDP sink, the AEAD row, [`hash`], the fresh-write row |
+//! | receiver | `recvmsg`, open, BLAKE3, write into a new file | the raw UDP sink, the AEAD row, [`hash`], [`fresh_write`] |
 //!
 //! Each term is the cheapest form of that work on one core: the file read in 1 MiB `read`s
 //! into one buffer that stays in cache and hashed at once, BLAKE3 over a 1 MiB block already
@@ -43,6 +43,27 @@ pub fn read_and_hash(path: &Path) -> Result<(f64, f64)> {
     }
     std::hint::black_box(hasher.finalize());
     per_gbit(total, cpu0, t0)
+}
+
+/// Write a new file of `size` bytes at `path` in 256 KiB writes (as Spate's writers do) and
+/// remove it: Gbit/s, and CPU-seconds per Gbit of this process.
+pub fn fresh_write(path: &Path, size: u64) -> Result<(f64, f64)> {
+    use std::os::unix::fs::FileExt;
+    let f =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut block = vec![0u8; 256 << 10];
+    spate::noise::Noise::new(3).fill(&mut block);
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let mut at = 0;
+    while at < size {
+        let n = (size - at).min(block.len() as u64) as usize;
+        f.write_all_at(&block[..n], at)?;
+        at += n as u64;
+    }
+    let measured = per_gbit(at, cpu0, t0);
+    drop(f);
+    std::fs::remove_file(path)?;
+    measured
 }
 
 /// BLAKE3 over one 1 MiB block in cache, `bytes` in all: Gbit/s and CPU-seconds per Gbit
@@ -100,6 +121,10 @@ mod tests {
         let (gbps, cpu) = read_and_hash(&p).unwrap();
         assert!(gbps > 0.0 && cpu >= 0.0, "{gbps} {cpu}");
         assert!(hash(4 << 20).unwrap().1 >= 0.0);
+        let w = dir.path().join("w");
+        let (gbps, cpu) = fresh_write(&w, 1 << 20).unwrap();
+        assert!(gbps > 0.0 && cpu >= 0.0, "{gbps} {cpu}");
+        assert!(!w.exists(), "the written file is removed");
     }
 
     #[test]

@@ -20,7 +20,10 @@
 //! 5. **Spate file → file**: a file on tmpfs to a directory on tmpfs, BLAKE3 included, beside
 //!    the receiver's own limit there: one process writing a new file of the same size in
 //!    256 KiB writes (fresh tmpfs pages cost far more than memory copies on a VM: 0.3–0.8 GB/s
-//!    on the project machine, against 4.6 GB/s for overwriting).
+//!    on the project machine, against 4.6 GB/s for overwriting);
+//! 6. **the floor under file → file** (`floor.rs`): reading and hashing the file, and hashing
+//!    alone, on one core; with the raw UDP, AEAD and write rows, the CPU per Gbit/s no
+//!    verified, encrypted transfer can go below, which the file row is stated against.
 //!
 //! Each Spate test runs `--repeat` times (3) and the table shows the median run with every
 //! run's goodput beside it: a 2 GiB transfer lasts under a second, and single runs of one
@@ -326,8 +329,8 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     // Twice: the first write may be the first touch of memory this VM was given (the
     // hypervisor then maps every page: 0.3–0.8 GB/s on the project machine), which a
     // transfer into pages the guest has used before does not pay. The second is the limit.
-    let first = fresh_write(&dir.path().join("limit.bin"), a.size)?.0;
-    let (gbps, cpu) = fresh_write(&dir.path().join("limit.bin"), a.size)?;
+    let first = floor::fresh_write(&dir.path().join("limit.bin"), a.size)?.0;
+    let (gbps, cpu) = floor::fresh_write(&dir.path().join("limit.bin"), a.size)?;
     rows.push(Row {
         path: place.name,
         test: TMPFS_WRITE,
@@ -458,28 +461,6 @@ fn repeated(
         median.runs = gbps;
     }
     Ok(median)
-}
-
-/// Write a new file of `size` bytes at `path` in 256 KiB writes and remove it: Gbit/s, and
-/// CPU-seconds per Gbit of this process.
-fn fresh_write(path: &Path, size: u64) -> Result<(f64, f64)> {
-    use std::os::unix::fs::FileExt;
-    let f =
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut block = vec![0u8; 256 << 10];
-    spate::noise::Noise::new(3).fill(&mut block);
-    let (cpu0, t0) = (ends::cpu_seconds(), Instant::now());
-    let mut at = 0;
-    while at < size {
-        let n = (size - at).min(block.len() as u64) as usize;
-        f.write_all_at(&block[..n], at)?;
-        at += n as u64;
-    }
-    let (cpu, secs) = (ends::cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
-    drop(f);
-    std::fs::remove_file(path)?;
-    let gbit = size as f64 * 8.0 / 1e9;
-    Ok((gbit / secs, cpu / gbit))
 }
 
 /// A file of `size` pseudo-random bytes (written in 1 MiB blocks).
