@@ -12,6 +12,11 @@ mod vectors_cmd;
 
 use clap::{Parser, Subcommand};
 
+/// As the `spate` program: its ends (`bench-end`, the emulator's Spate processes) run the same
+/// library code with the same page-aligned large buffers (`spate::alloc`).
+#[global_allocator]
+static ALLOC: spate::alloc::PageAligned = spate::alloc::PageAligned;
+
 /// Spate's laboratory: run network experiments on Spate and report tables, time series and
 /// plots.
 #[derive(Parser)]

@@ -35,6 +35,7 @@
 //! directions and are reused, so the per-packet path allocates nothing.
 
 pub mod access;
+pub mod alloc;
 pub mod clock;
 pub mod config;
 pub mod confine;

@@ -17,6 +17,11 @@ use spate::send::{send, SendConfig};
 use spate::serve::{Limits, Server};
 use spate::{demo, scan, DEFAULT_PORT};
 
+/// Large buffers page-aligned: the reader's and writers' copies and hashes run at twice the
+/// speed (`spate::alloc`).
+#[global_allocator]
+static ALLOC: spate::alloc::PageAligned = spate::alloc::PageAligned;
+
 #[path = "cli/events.rs"]
 mod events;
 #[path = "cli/remote.rs"]

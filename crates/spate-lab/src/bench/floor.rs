@@ -24,9 +24,25 @@ use super::ends::cpu_seconds;
 /// Read block of [`read_and_hash`]: as Spate's reader (`spate::source`).
 const BLOCK: usize = 1 << 20;
 
+/// Passes of [`read_and_hash`]: the cheapest is the floor (one pass of a 2 GiB file on the
+/// project machine once cost 8.7 % of a core per Gbit/s where the others cost 4.9).
+const PASSES: usize = 3;
+
 /// Read `path` whole in 1 MiB `read`s into one buffer, hashing each block with BLAKE3 as it
-/// comes (as Spate's reader does): Gbit/s, and CPU-seconds per Gbit of this process.
+/// comes (as Spate's reader does), [`PASSES`] times: Gbit/s and CPU-seconds per Gbit of the
+/// cheapest pass.
 pub fn read_and_hash(path: &Path) -> Result<(f64, f64)> {
+    let mut best: Option<(f64, f64)> = None;
+    for _ in 0..PASSES {
+        let pass = read_and_hash_once(path)?;
+        if best.is_none_or(|b| pass.1 < b.1) {
+            best = Some(pass);
+        }
+    }
+    best.context("no pass")
+}
+
+fn read_and_hash_once(path: &Path) -> Result<(f64, f64)> {
     let mut f =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut buf = vec![0u8; BLOCK];
