@@ -24,8 +24,8 @@ use super::ends::cpu_seconds;
 /// Read block of [`read_and_hash`]: as Spate's reader (`spate::source`).
 const BLOCK: usize = 1 << 20;
 
-/// Passes of [`read_and_hash`]: the cheapest is the floor (one pass of a 2 GiB file on the
-/// project machine once cost 8.7 % of a core per Gbit/s where the others cost 4.9).
+/// Passes of [`read_and_hash`]: the cheapest is the floor (a pass that meets a busy moment of
+/// the machine only says so about the machine).
 const PASSES: usize = 3;
 
 /// Read `path` whole in 1 MiB `read`s into one buffer, hashing each block with BLAKE3 as it
