@@ -6,8 +6,9 @@
 //! `mmap` and returns a pointer 16 bytes past the page boundary, and a `Vec<u8>` cannot ask for
 //! more. Measured on the project machine (AMD EPYC, AVX2), reading a 2 GiB tmpfs file in 1 MiB
 //! `read`s and hashing each block: 8.2 % of a core per Gbit/s into a buffer from `vec!`, 4.5 %
-//! into the same buffer at a page boundary — the kernel's `rep movsb` copy and BLAKE3's 32-byte
-//! loads both slow down when source and destination sit at different offsets in a cache line.
+//! into the same buffer at a page boundary, with or without huge pages — presumably because the
+//! kernel's `rep movsb` copy and BLAKE3's 32-byte loads slow down when source and destination
+//! sit at different offsets in a cache line.
 //!
 //! In Spate itself the gain is smaller — its blocks wait in memory between the read and the
 //! packets, so its copies touch memory the CPU's cache no longer holds — but steady: three
