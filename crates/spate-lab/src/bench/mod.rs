@@ -401,13 +401,13 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
             file_row.note
         );
     }
-    if let Some((send, recv)) = floor_of(rows, place.name) {
+    if let Some(floor) = floor_of(rows, place.name) {
+        let (send, recv) = over_floor(&file_row, floor);
         file_row.note = format!(
-            "floor (below) {} / {} % of a core per Gbit/s, Spate at {:.2}× / {:.2}× of it; {}",
-            num(send * 100.0, 1, ""),
-            num(recv * 100.0, 1, ""),
-            file_row.cpu_per_gbit.0 / send,
-            file_row.cpu_per_gbit.1 / recv,
+            "floor (below) {} / {} % of a core per Gbit/s, Spate at {send:.2}× / {recv:.2}× of \
+             it; {}",
+            num(floor.0 * 100.0, 1, ""),
+            num(floor.1 * 100.0, 1, ""),
             file_row.note
         );
     }
@@ -418,11 +418,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
 /// The (sender, receiver) floor of a file → file transfer on `path` (`floor.rs`), in
 /// CPU-seconds per Gbit, from that path's rows: `None` if one of its terms is missing.
 fn floor_of(rows: &[Row], path: &str) -> Option<(f64, f64)> {
-    let get = |test: &str| {
-        rows.iter()
-            .find(|r| r.path == path && r.test == test)
-            .map(|r| r.cpu_per_gbit)
-    };
+    let get = |test: &str| find(rows, path, test).map(|r| r.cpu_per_gbit);
     let floors = floor::floors(
         get(RAW_UDP)?,
         get(AEAD_LIMIT)?,
@@ -431,6 +427,16 @@ fn floor_of(rows: &[Row], path: &str) -> Option<(f64, f64)> {
         get(TMPFS_WRITE)?.1,
     );
     (floors.0.is_finite() && floors.1.is_finite()).then_some(floors)
+}
+
+/// A file row's CPU as multiples of the floor (sender, receiver).
+fn over_floor(file: &Row, floor: (f64, f64)) -> (f64, f64) {
+    (file.cpu_per_gbit.0 / floor.0, file.cpu_per_gbit.1 / floor.1)
+}
+
+/// The row of `test` on `path`.
+fn find<'a>(rows: &'a [Row], path: &str, test: &str) -> Option<&'a Row> {
+    rows.iter().find(|r| r.path == path && r.test == test)
 }
 
 /// Run a Spate test `repeat` times: the row of the median run by goodput (the slower middle
@@ -664,7 +670,7 @@ fn table(rows: &[Row]) -> String {
     }
     t += "\n| path | Spate mem / raw UDP | Spate mem / TCP | Spate mem fixed / raw UDP | Spate file / raw UDP | Spate file / tmpfs write | CPU ≤ 10 %/Gbit/s (send, recv) | file CPU / its floor (send, recv) |\n|---|---|---|---|---|---|---|---|\n";
     for path in ["loopback", "veth"] {
-        let get = |test: &str| rows.iter().find(|r| r.path == path && r.test == test);
+        let get = |test: &str| find(rows, path, test);
         let (Some(udp), Some(mem), Some(file)) = (get(RAW_UDP), get(MEM), get(FILE)) else {
             continue;
         };
@@ -673,12 +679,9 @@ fn table(rows: &[Row]) -> String {
         let disk = get(TMPFS_WRITE).map_or(f64::NAN, |r| r.gbps);
         let ok = |v: f64| if v <= 0.10 { "yes" } else { "no" };
         let pct = |v: f64| num(v, 0, " %");
-        let floor = floor_of(rows, path).map_or("–".to_owned(), |(send, recv)| {
-            format!(
-                "{:.2}×, {:.2}×",
-                file.cpu_per_gbit.0 / send,
-                file.cpu_per_gbit.1 / recv
-            )
+        let floor = floor_of(rows, path).map_or("–".to_owned(), |floor| {
+            let (send, recv) = over_floor(file, floor);
+            format!("{send:.2}×, {recv:.2}×")
         });
         t += &format!(
             "| {path} | {} | {} | {} | {} | {} | {}, {} | {floor} |\n",
