@@ -115,9 +115,8 @@ pub struct Compete {
     /// The last event that was an overflow (not this flow cutting alone): periods run
     /// between these.
     last_overflow: Option<Instant>,
-    /// Deepest queueing delay seen lately ([`DEEPEST_WINDOW`], [`DEEPEST_PERIODS`]), seconds.
-    q_full: f64,
-    /// Queueing delays seen, µs, for `q_full`.
+    /// Queueing delays seen, µs: their maximum over [`DEEPEST_WINDOW`] or [`DEEPEST_PERIODS`]
+    /// is `q_full`, the full buffer.
     deepest: WindowedMax,
     /// No events before this: the queue still shows this flow's own drain.
     quiet_until: Instant,
@@ -144,7 +143,6 @@ impl Compete {
             full_at: None,
             full_since: None,
             last_overflow: None,
-            q_full: q,
             deepest: {
                 let mut m = WindowedMax::new(DEEPEST_WINDOW);
                 m.push(now, (q * 1e6) as i64);
@@ -168,25 +166,25 @@ impl Compete {
         let age =
             |t: Option<Instant>| t.map_or(f64::MAX, |t| now.saturating_since(t).as_secs_f64());
         self.deepest.push(now, (q * 1e6) as i64);
-        self.q_full = self.deepest.get(now).map_or(q, |us| us as f64 / 1e6).max(q);
+        let q_full = self.deepest.get(now).map_or(q, |us| us as f64 / 1e6).max(q);
         // Still filling (by more than measurement noise since it became full): not stuck.
         if self
             .full_since
-            .is_some_and(|(_, at)| self.q_full > at + FULL_SLACK)
+            .is_some_and(|(_, at)| q_full > at + FULL_SLACK)
         {
-            self.full_since = Some((now, self.q_full));
+            self.full_since = Some((now, q_full));
         }
-        let slack = (self.q_full * FULL_FRACTION).max(FULL_SLACK);
-        if q >= self.q_full - slack {
+        let slack = (q_full * FULL_FRACTION).max(FULL_SLACK);
+        if q >= q_full - slack {
             self.full_at = Some(now);
-            self.full_since.get_or_insert((now, self.q_full));
+            self.full_since.get_or_insert((now, q_full));
         } else {
             self.full_since = None;
         }
         // One event per overflow episode: this flow's loss, the competitor's cut and the
         // queue's fall that follows are the same overflow (TCP reduces once per recovery).
         // After an event the queue must fall below the cut level and fill again first.
-        let fallen = q < self.q_full - DROP_SLACKS * slack;
+        let fallen = q < q_full - DROP_SLACKS * slack;
         let armed = self.armed;
         if !self.armed && fallen {
             self.armed = true;
