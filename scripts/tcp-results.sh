@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Reproduce docs/results/tcp/ (issue 19): Spate sharing 100 Mbit/s, 50 ms with kernel CUBIC
 # and BBR in the real-time emulator (the scenarios/tcp matrix, 24 runs of 60 s), the TCP
-# model's validation paths in the emulator (kernel) and the simulator (model), and the CUBIC
-# half of the matrix in the simulator. Needs root and scripts/lab-setup.sh; about 30 minutes.
+# models' validation paths in the emulator (kernel) and the simulator (model), and the
+# matrix in the simulator. Needs root and scripts/lab-setup.sh; about 30 minutes.
 # OUT overrides the directory; ONLY=pattern limits the emulator runs (e.g. ONLY=fair-cubic).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -10,9 +10,9 @@ out="${OUT:-$here/docs/results/tcp}"
 lab="$here/target/release/spate-lab"
 cargo build --release -p spate-lab --manifest-path "$here/Cargo.toml"
 mkdir -p "$out/emu" "$out/sim"
-# The simulator first (seconds): the model's validation paths and the CUBIC matrix.
+# The simulator first (seconds): the models' validation paths and the matrix.
 : > "$out/sim.md"
-for f in "$here"/scenarios/tcp/validate-*.toml "$here"/scenarios/tcp/*-cubic-*.toml; do
+for f in "$here"/scenarios/tcp/validate-*.toml "$here"/scenarios/tcp/*-{cubic,bbr}-*.toml; do
     name="$(basename "$f" .toml)"
     "$lab" sim "$f" -q --json > "$out/sim/$name.json"
     case "$name" in fair-*|high-*) "$lab" sim "$f" -q --plot "$out/sim/$name.svg" > /dev/null ;; esac

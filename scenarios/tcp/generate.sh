@@ -2,8 +2,8 @@
 # Writes the sharing-with-TCP matrix of issue 19: one Spate flow (policy fair, high or low;
 # fair and high with `compete = true`) and one kernel TCP flow (CUBIC or BBR) on 100 Mbit/s,
 # 50 ms RTT, a drop-tail buffer of 1 or 4 BDP (50 or 200 ms), started together or with TCP
-# first and Spate 10 s later; 60 s, shares measured over the last 30 s. The `bbr` files run
-# in the emulator only (the simulator has no BBR model); the `cubic` ones in both.
+# first and Spate 10 s later; 60 s, shares measured over the last 30 s. All run in both the
+# simulator (its TCP models) and the emulator (kernel TCP through iperf3).
 # Usage: scenarios/tcp/generate.sh
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -34,7 +34,7 @@ pub enum SimError {
     #[error("simulation stalled at {0}: an endpoint keeps asking to be woken without progress")]
     Stalled(Instant),
     /// A flow uses a protocol the simulator has no model of.
-    #[error("flow {flow} uses protocol \"{protocol}\", which runs only in the real-time emulator (spate-lab emu); the simulator models spate, cubic and reno flows")]
+    #[error("flow {flow} uses protocol \"{protocol}\", which runs only in the real-time emulator (spate-lab emu); the simulator models spate, cubic, bbr and reno flows")]
     NotSimulated {
         /// Index of the flow (from 0).
         flow: usize,
@@ -259,8 +259,9 @@ impl Engine<'_> {
             let Some(seq) = s.poll_transmit(now) else {
                 return;
             };
-            // TCP has no pacing rate; the series shows its window's rate instead.
-            let rate = s.cwnd() * (MSS + TCP_HEADER) as f64 * 8.0 / f.srtt_s();
+            // CUBIC and Reno have no pacing rate; the series shows their window's rate instead.
+            let rate =
+                s.pacing_rate().unwrap_or(s.cwnd() / f.srtt_s()) * (MSS + TCP_HEADER) as f64 * 8.0;
             self.rec.on_sent(i, now, rate as u64);
             let len = f.tcp.segment_len(seq);
             self.send(i as u32, true, len + TCP_HEADER, |_, _| {
@@ -560,6 +561,7 @@ fn tcp_report(f: &TcpSim, end: Instant) -> FlowReport {
         retransmitted_packets: st.retransmitted,
         retransmission_overhead: overhead(st.retransmitted * MSS, offered),
         lost_packets: st.lost,
+        spurious_retransmissions: st.spurious,
         ..base_report(&f.spec, f.completed_at, end, (offered, delivered, feedback))
     }
 }

@@ -7,7 +7,7 @@ use spate_proto::{
 
 use crate::pattern::{chunk_digest, fill};
 use crate::scenario::{FlowSpec, Protocol};
-use crate::tcp::{Law, TcpFlow};
+use crate::tcp::{Algorithm, TcpFlow};
 
 /// Object size used for "send until the end" flows (1 PiB: never reached in a simulation).
 pub const UNBOUNDED: u64 = 1 << 50;
@@ -211,13 +211,18 @@ pub(crate) enum SimFlow {
 impl SimFlow {
     pub fn new(index: usize, spec: FlowSpec, seed: u64) -> SimFlow {
         let law = match spec.protocol {
-            Protocol::Cubic => Some(Law::Cubic),
-            Protocol::Reno => Some(Law::Reno),
+            Protocol::Cubic => Some(Algorithm::Cubic),
+            Protocol::Reno => Some(Algorithm::Reno),
+            Protocol::Bbr => Some(Algorithm::Bbr),
             _ => None,
         };
         match law {
             Some(law) => SimFlow::Tcp(TcpSim {
-                tcp: TcpFlow::new(law, spec.bytes),
+                tcp: TcpFlow::new(
+                    law,
+                    spec.bytes,
+                    seed ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                ),
                 spec,
                 completed_at: None,
                 finished: false,
@@ -261,7 +266,7 @@ impl SimFlow {
         }
         match self {
             SimFlow::Spate(f) => f.start(now),
-            SimFlow::Tcp(f) => f.tcp.start(),
+            SimFlow::Tcp(f) => f.tcp.start(now),
         }
     }
 

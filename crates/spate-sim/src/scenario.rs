@@ -87,10 +87,13 @@ impl Protocol {
         }
     }
 
-    /// Whether the simulator has a model of it (Spate's own core, and the TCP model's Reno and
-    /// CUBIC); the others run only in the real-time emulator.
+    /// Whether the simulator has a model of it (Spate's own core, and the TCP model's Reno,
+    /// CUBIC and BBR); the others run only in the real-time emulator.
     pub fn simulated(self) -> bool {
-        matches!(self, Protocol::Spate | Protocol::Cubic | Protocol::Reno)
+        matches!(
+            self,
+            Protocol::Spate | Protocol::Cubic | Protocol::Reno | Protocol::Bbr
+        )
     }
 
     /// Parse a scenario-file name.
@@ -453,12 +456,12 @@ rate_mbps = 90.0
         assert_eq!((p[0].rate_bps, p[1].rate_bps), (10_000_000, 1_000_000_000));
         assert_eq!(p[1].rtt, Duration::from_millis(74));
         assert_eq!(tenth.flows[0].rate.rate_bps, 9_000_000);
-        let bbr = Scenario::parse(&GOOD.replace(
+        let udt = Scenario::parse(&GOOD.replace(
             "policy = \"fixed\"",
-            "protocol = \"bbr\"\npolicy = \"fixed\"",
+            "protocol = \"udt\"\npolicy = \"fixed\"",
         ))
         .unwrap();
-        let err = crate::run(&bbr, &mut |_| {}).unwrap_err().to_string();
+        let err = crate::run(&udt, &mut |_| {}).unwrap_err().to_string();
         assert!(err.contains("runs only in the real-time emulator"), "{err}");
     }
 }

@@ -29,8 +29,9 @@ use std::collections::VecDeque;
 
 use spate_proto::Instant;
 
+use super::bbr::{AckInfo, Bbr, CaState, RateSample};
 use super::window::{Acked, Law, Window};
-use super::Ack;
+use super::{Ack, Algorithm};
 
 /// Segment payload, bytes: a 1500-byte MTU less IP, TCP and timestamp-option headers.
 pub const MSS: u64 = 1448;
@@ -56,6 +57,12 @@ struct Segment {
     /// Number of its latest transmission (send order).
     tx: u64,
     retransmitted: bool,
+    /// The connection's delivered count, and when it last grew, at that transmission, and
+    /// the send time of the first transmission of the rate sample it belongs to (Linux
+    /// `tcp_rate.c`).
+    delivered: u64,
+    delivered_time: Instant,
+    first_tx: Instant,
 }
 
 /// Counters for the flow's report.
@@ -69,12 +76,23 @@ pub struct SenderStats {
     pub lost: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// Segments declared lost that were then acknowledged before being resent.
+    pub spurious: u64,
+}
+
+/// What sets the window (and for BBR the pacing rate).
+#[derive(Debug, Clone)]
+enum Control {
+    /// Reno or CUBIC: a window law, unpaced.
+    Window(Window),
+    /// BBR: a model-based window and a pacing rate.
+    Bbr(Bbr),
 }
 
 /// One TCP sender.
 #[derive(Debug, Clone)]
 pub struct TcpSender {
-    window: Window,
+    control: Control,
     /// Segments to send in all (`u64::MAX`: unbounded).
     total: u64,
     cum_ack: u64,
@@ -103,13 +121,26 @@ pub struct TcpSender {
     /// The retransmission timer's deadline.
     rto_at: Option<Instant>,
     stats: SenderStats,
+    /// Segments delivered so far, and when that count last grew.
+    delivered: u64,
+    delivered_time: Instant,
+    /// Send time of the newest segment whose delivery gave the last rate sample.
+    first_tx: Instant,
+    /// Paced senders (BBR) send nothing before this.
+    next_send: Instant,
 }
 
 impl TcpSender {
-    /// A sender of `total` segments (`u64::MAX` for "until the end") using `law`.
-    pub fn new(law: Law, total: u64) -> Self {
+    /// A sender of `total` segments (`u64::MAX` for "until the end") using `algorithm`,
+    /// starting at `now`; `seed` feeds BBR's random choices.
+    pub fn new(algorithm: Algorithm, total: u64, now: Instant, seed: u64) -> Self {
+        let control = match algorithm {
+            Algorithm::Reno => Control::Window(Window::new(Law::Reno)),
+            Algorithm::Cubic => Control::Window(Window::new(Law::Cubic)),
+            Algorithm::Bbr => Control::Bbr(Bbr::new(now, seed)),
+        };
         TcpSender {
-            window: Window::new(law),
+            control,
             total,
             cum_ack: 0,
             next_seq: 0,
@@ -128,6 +159,10 @@ impl TcpSender {
             after_timeout: false,
             rto_at: None,
             stats: SenderStats::default(),
+            delivered: 0,
+            delivered_time: now,
+            first_tx: now,
+            next_send: now,
         }
     }
 
@@ -148,12 +183,30 @@ impl TcpSender {
 
     /// Congestion window, segments.
     pub fn cwnd(&self) -> f64 {
-        self.window.cwnd
+        match &self.control {
+            Control::Window(w) => w.cwnd,
+            Control::Bbr(b) => b.cwnd,
+        }
     }
 
-    /// The next segment to put on the wire now, if the window allows one.
+    /// Pacing rate, segments per second, for a paced sender.
+    pub fn pacing_rate(&self) -> Option<f64> {
+        match &self.control {
+            Control::Window(_) => None,
+            Control::Bbr(b) => Some(b.pacing_rate),
+        }
+    }
+
+    /// Whether the window has room and there is a segment to send.
+    fn can_send(&self) -> bool {
+        (self.pipe as f64) < self.cwnd().floor().max(1.0)
+            && (self.next_seq < self.total || !self.retx.is_empty())
+    }
+
+    /// The next segment to put on the wire now, if the window (and a paced sender's pacing
+    /// rate) allows one.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<u64> {
-        if (self.pipe as f64) >= self.window.cwnd.floor().max(1.0) {
+        if (self.pipe as f64) >= self.cwnd().floor().max(1.0) || now < self.next_send {
             return None;
         }
         let (seq, again) = loop {
@@ -168,6 +221,9 @@ impl TcpSender {
                         sent: now,
                         tx: 0,
                         retransmitted: false,
+                        delivered: 0,
+                        delivered_time: now,
+                        first_tx: now,
                     });
                     self.next_seq += 1;
                     break (self.next_seq - 1, false);
@@ -181,10 +237,21 @@ impl TcpSender {
             seg.retransmitted = true;
             self.stats.retransmitted += 1;
         }
+        if self.pipe == 0 {
+            // Nothing in flight: a rate sample starts here (`tcp_rate_skb_sent`).
+            self.first_tx = now;
+            self.delivered_time = now;
+        }
         seg.state = State::InFlight;
         seg.sent = now;
+        seg.delivered = self.delivered;
+        seg.delivered_time = self.delivered_time;
+        seg.first_tx = self.first_tx;
         self.tx += 1;
         seg.tx = self.tx;
+        if let Some(rate) = self.pacing_rate().filter(|&r| r > 0.0) {
+            self.next_send = self.next_send.max(now) + Duration::from_secs_f64(1.0 / rate);
+        }
         self.pipe += 1;
         self.stats.sent += 1;
         self.sends.push_back((self.tx, now, seq));
@@ -198,26 +265,39 @@ impl TcpSender {
         &self.board[(seq - self.cum_ack) as usize]
     }
 
-    /// When the sender next needs a timeout call.
+    /// When the sender next needs a timeout call (or, paced, may send again).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.rto_at
+        let pace = (self.pacing_rate().is_some() && self.can_send()).then_some(self.next_send);
+        self.rto_at.into_iter().chain(pace).min()
     }
 
     /// An ACK arrived.
     pub fn on_ack(&mut self, now: Instant, ack: &Ack) {
+        let prior_in_flight = self.pipe;
+        let lost_before = self.stats.lost;
         let mut delivered = 0u64;
         let mut rtt = None;
-        let mut newest: Option<(u64, Instant)> = None;
+        // The newest transmission this ACK delivered: (number, its segment as sent).
+        let mut newest: Option<(u64, Segment)> = None;
+        let mut spurious = 0;
+        let min_rtt = self.min_rtt;
         let mut deliver = |s: &mut Segment, pipe: &mut u64| {
-            if s.state == State::Delivered {
-                return false;
-            }
-            if s.state == State::InFlight {
-                *pipe -= 1;
+            match s.state {
+                State::Delivered => return false,
+                State::InFlight => *pipe -= 1,
+                State::Lost => spurious += 1,
             }
             s.state = State::Delivered;
             delivered += 1;
-            newest = Some(newest.map_or((s.tx, s.sent), |n| n.max((s.tx, s.sent))));
+            // RFC 8985 §6.2 step 2: a resent segment acknowledged sooner than the path's
+            // minimum RTT after it was resent was the original arriving; its resend's time
+            // says nothing about what else has arrived. (Taken for the resend, it marked
+            // every segment sent before that resend lost: at 1 % loss a BBR flow resent
+            // 15 % of its data.)
+            let original = s.retransmitted && now.saturating_since(s.sent) < min_rtt;
+            if !original && newest.is_none_or(|(tx, _)| s.tx > tx) {
+                newest = Some((s.tx, *s));
+            }
             if !s.retransmitted {
                 // Karn: only segments sent once give RTT samples.
                 let r = now.saturating_since(s.sent);
@@ -243,36 +323,87 @@ impl TcpSender {
             }
             self.cum_ack += 1;
         }
+        self.stats.spurious += spurious;
         if let Some(r) = rtt {
             self.on_rtt(r);
         }
-        if let Some(n) = newest {
-            self.rack = Some(self.rack.map_or(n, |r| r.max(n)));
+        if let Some((tx, s)) = newest {
+            self.rack = Some(self.rack.map_or((tx, s.sent), |r| r.max((tx, s.sent))));
         }
+        let rate = self.rate_sample(now, delivered, newest.map(|(_, s)| s));
         self.detect_losses();
         if self.recovery_until.is_some_and(|p| self.cum_ack >= p) {
             self.recovery_until = None;
             self.after_timeout = false;
         }
-        // Fast recovery holds the reduced window (Linux's PRR keeps it there); after a timeout
-        // the window restarts at one segment and grows in slow start while the losses are
-        // resent, as Linux does in its Loss state. (Held at one segment instead, a flow that
-        // lost hundreds of segments to a timeout resent one per RTT for a minute.)
-        if delivered > 0 && (self.recovery_until.is_none() || self.after_timeout) {
-            let srtt = self.srtt.unwrap_or(INITIAL_RTO);
-            self.window.on_ack(&Acked {
-                now,
-                segments: delivered,
-                rtt,
-                srtt,
-                min_rtt: self.min_rtt,
-                cum_ack: self.cum_ack,
-                next_seq: self.next_seq,
-            });
+        match &mut self.control {
+            Control::Window(w) => {
+                // Fast recovery holds the reduced window (Linux's PRR keeps it there); after a
+                // timeout the window restarts at one segment and grows in slow start while the
+                // losses are resent, as Linux does in its Loss state. (Held at one segment
+                // instead, a flow that lost hundreds of segments to a timeout resent one per
+                // RTT for a minute.)
+                if delivered > 0 && (self.recovery_until.is_none() || self.after_timeout) {
+                    let srtt = self.srtt.unwrap_or(INITIAL_RTO);
+                    w.on_ack(&Acked {
+                        now,
+                        segments: delivered,
+                        rtt,
+                        srtt,
+                        min_rtt: self.min_rtt,
+                        cum_ack: self.cum_ack,
+                        next_seq: self.next_seq,
+                    });
+                }
+            }
+            Control::Bbr(b) => {
+                let state = match (self.recovery_until, self.after_timeout) {
+                    (None, _) => CaState::Open,
+                    (Some(_), false) => CaState::Recovery,
+                    (Some(_), true) => CaState::Loss,
+                };
+                b.on_ack(&AckInfo {
+                    now,
+                    acked: delivered,
+                    losses: self.stats.lost - lost_before,
+                    prior_in_flight,
+                    in_flight: self.pipe,
+                    delivered: self.delivered,
+                    lost: self.stats.lost,
+                    rtt,
+                    rate,
+                    state,
+                });
+            }
         }
         if advanced > 0 || delivered > 0 {
             self.rto_at = (self.pipe > 0 || !self.retx.is_empty()).then(|| now + self.rto);
         }
+    }
+
+    /// Count `n` segments delivered now and make the rate sample of the newest one, `s` as it
+    /// was sent (`tcp_rate_gen`): segments delivered since it was sent, over the longer of its
+    /// send and ACK intervals; none shorter than the minimum RTT (ACK compression).
+    fn rate_sample(&mut self, now: Instant, n: u64, s: Option<Segment>) -> Option<RateSample> {
+        if n == 0 {
+            return None;
+        }
+        self.delivered += n;
+        self.delivered_time = now;
+        let s = s?;
+        self.first_tx = s.sent;
+        let send = s.sent.saturating_since(s.first_tx);
+        let ack = now.saturating_since(s.delivered_time);
+        let interval = send.max(ack);
+        if interval.is_zero() || interval < self.min_rtt {
+            return None;
+        }
+        Some(RateSample {
+            delivered: self.delivered - s.delivered,
+            prior_delivered: s.delivered,
+            interval,
+            app_limited: false,
+        })
     }
 
     fn on_rtt(&mut self, r: Duration) {
@@ -330,7 +461,10 @@ impl TcpSender {
             congestion = true;
         }
         if congestion && self.recovery_until.is_none() {
-            self.window.on_congestion();
+            // BBR does not reduce on loss (it counts the losses at the next ACK).
+            if let Control::Window(w) = &mut self.control {
+                w.on_congestion();
+            }
             self.recovery_until = Some(self.next_seq);
         }
     }
@@ -350,7 +484,10 @@ impl TcpSender {
         }
         self.sends.clear();
         self.pipe = 0;
-        self.window.on_timeout();
+        match &mut self.control {
+            Control::Window(w) => w.on_timeout(),
+            Control::Bbr(b) => b.on_timeout(now, self.delivered, self.stats.lost),
+        }
         self.recovery_until = Some(self.next_seq);
         self.after_timeout = true;
         self.rto = (self.rto * 2).min(MAX_RTO);
