@@ -75,6 +75,8 @@ pub enum RateMode {
     Delay,
     /// Competing with buffer-filling (loss-based) traffic on its terms.
     Competitive,
+    /// Competing with BBR on its terms (recognised by its ProbeRTT).
+    FollowingBbr,
 }
 
 impl RateMode {
@@ -84,14 +86,20 @@ impl RateMode {
             RateMode::Fixed => "fixed",
             RateMode::Delay => "delay",
             RateMode::Competitive => "competitive",
+            RateMode::FollowingBbr => "following-bbr",
         }
     }
 
     /// The mode a report names.
     pub fn parse(name: &str) -> Option<RateMode> {
-        [RateMode::Fixed, RateMode::Delay, RateMode::Competitive]
-            .into_iter()
-            .find(|m| m.name() == name)
+        [
+            RateMode::Fixed,
+            RateMode::Delay,
+            RateMode::Competitive,
+            RateMode::FollowingBbr,
+        ]
+        .into_iter()
+        .find(|m| m.name() == name)
     }
 }
 

@@ -1,4 +1,5 @@
-//! Competitive mode: how a `fair` or `high` flow shares a bottleneck with loss-based TCP.
+//! Competitive mode: how a `fair` or `high` flow shares a bottleneck with loss-based TCP
+//! (and, once `dips.rs` has recognised BBR, with BBR: then the rate is `follow.rs`'s).
 //!
 //! # In a nutshell
 //!
@@ -38,11 +39,17 @@
 //!   at once. A competitor still above it is cut back by its own fast convergence.
 //!
 //! `high` follows N = 2 flows' window (as MulTCP does for Reno).
+//!
+//! BBR does not cut on loss, and its gain cycle drops the queue from full every eight RTTs:
+//! events that are not cuts. A competitor recognised as BBR (the controller's `dips.rs`) is
+//! followed on its own terms instead, for the rest of the mode (`follow.rs`); the events are
+//! still tracked but no longer move the window.
 
 use core::time::Duration;
 use std::collections::VecDeque;
 
 use super::filters::WindowedMax;
+use super::follow::Follow;
 use crate::time::Instant;
 
 /// CUBIC's constant C, packets/s³.
@@ -122,6 +129,11 @@ pub struct Compete {
     quiet_until: Instant,
     /// The queue has fallen from full since the last event (or there was none).
     armed: bool,
+    /// The competitor is rate-based (BBR, recognised by `dips.rs`): it does not cut on loss,
+    /// and this flow follows its law. Kept for the rest of the mode.
+    rate_based: bool,
+    /// The law followed then (`follow.rs`).
+    follow: Follow,
 }
 
 impl Compete {
@@ -151,6 +163,8 @@ impl Compete {
             // The rate has just changed: the next RTTs' queue shows the change, not a cut.
             quiet_until: now + srtt * 2,
             armed: true,
+            rate_based: false,
+            follow: Follow::new(now, srtt, n),
         }
     }
 
@@ -159,6 +173,16 @@ impl Compete {
     pub fn quiet_until(&mut self, until: Instant) {
         self.quiet_until = self.quiet_until.max(until);
         self.full_at = None;
+    }
+
+    /// The competitor is rate-based: follow its law from now on.
+    pub fn set_rate_based(&mut self) {
+        self.rate_based = true;
+    }
+
+    /// Whether this flow follows a rate-based competitor's law.
+    pub fn rate_based(&self) -> bool {
+        self.rate_based
     }
 
     /// Whether this report shows an event (see the module doc).
@@ -202,19 +226,36 @@ impl Compete {
         (cut || overflow || stuck).then_some(stuck)
     }
 
-    /// A report: queueing delay `q` (s), smoothed RTT, whether it reported loss, the delivery
-    /// rate `delivered` (bits/s). Returns the rate to pace at.
+    /// A report: queueing delay `q` (s), smoothed RTT, the RTT now (the path's minimum plus
+    /// `q`), whether it reported loss, the delivery rate `delivered` (bits/s). Returns the rate
+    /// to pace at.
     pub fn on_report(
         &mut self,
         now: Instant,
         q: f64,
         srtt: Duration,
+        rtt_now: Duration,
         lost: bool,
         delivered: Option<f64>,
     ) -> f64 {
         let rtt = srtt.as_secs_f64().max(1e-4);
         let nc = self.n * C_CUBIC;
-        match self.event(now, q, rtt, lost) {
+        self.follow
+            .observe(now, rtt, q, rtt_now, delivered, self.rate_based);
+        let event = self.event(now, q, rtt, lost);
+        if self.rate_based {
+            if event.is_some() {
+                self.last_event = Some(now);
+                self.armed = event == Some(true);
+                self.full_at = None;
+                self.full_since = None;
+            }
+            let fallback = self.w * self.packet_bits / rtt;
+            let rate = self.follow.rate(now, rtt, self.packet_bits, fallback);
+            self.w = (rate * rtt / self.packet_bits).max(2.0);
+            return rate;
+        }
+        match event {
             Some(stuck) => {
                 let w = self.w;
                 self.w_max = if w < self.w_max {
@@ -277,7 +318,7 @@ mod tests {
     fn the_rate_entered_with_is_kept_at_first() {
         let srtt = Duration::from_millis(100);
         let mut c = Compete::new(Instant::ZERO, 1.0, 40e6, srtt, PACKET, 0.05);
-        let r = c.on_report(Instant::ZERO, 0.05, srtt, false, None);
+        let r = c.on_report(Instant::ZERO, 0.05, srtt, srtt, false, None);
         assert!((r / 40e6 - 1.0).abs() < 0.01, "{r}");
     }
 
@@ -302,7 +343,7 @@ mod tests {
             } else {
                 0.08
             };
-            rate = c.on_report(*t, q, srtt, loss, None);
+            rate = c.on_report(*t, q, srtt, srtt, loss, None);
         }
         rate
     }
@@ -355,7 +396,7 @@ mod tests {
         let mut first = None;
         for i in 0..3000 {
             t += Duration::from_millis(10);
-            c.on_report(t, 0.101, srtt, true, None);
+            c.on_report(t, 0.101, srtt, srtt, true, None);
             if c.last_event.is_some() && first.is_none() {
                 first = Some(i);
             }
@@ -365,15 +406,41 @@ mod tests {
         assert!(first >= 1990, "{first}");
     }
 
+    /// BBR's gain cycle drops the queue from full every few RTTs: events the window law cuts
+    /// for each time, and the rate-based law does not.
+    #[test]
+    fn a_rate_based_competitor_is_followed_not_cut_for() {
+        let srtt = Duration::from_millis(100);
+        let run = |rate_based: bool| {
+            let mut c = Compete::new(Instant::ZERO, 1.0, 40e6, srtt, PACKET, 0.1);
+            if rate_based {
+                c.set_rate_based();
+            }
+            let mut t = Instant::ZERO;
+            let mut rates = Vec::new();
+            for i in 0..1000 {
+                t += Duration::from_millis(10);
+                let q = if i % 50 < 10 { 0.1 } else { 0.06 };
+                rates.push(c.on_report(t, q, srtt, srtt, false, Some(40e6)));
+            }
+            assert!(c.last_event.is_some(), "no events seen");
+            rates[500..].iter().sum::<f64>() / 500.0
+        };
+        let followed = run(true);
+        assert!((followed / (0.96 * 40e6) - 1.0).abs() < 0.05, "{followed}");
+        let cut = run(false);
+        assert!(cut < 0.5 * followed, "{cut} {followed}");
+    }
+
     #[test]
     fn a_queue_kept_full_with_nobody_cutting_is_cut_by_this_flow() {
         let srtt = Duration::from_millis(100);
         let mut c = Compete::new(Instant::ZERO, 1.0, 80e6, srtt, PACKET, 0.1);
         let mut t = Instant::ZERO;
-        let before = c.on_report(t, 0.1, srtt, false, None);
+        let before = c.on_report(t, 0.1, srtt, srtt, false, None);
         for _ in 0..400 {
             t += Duration::from_millis(10);
-            c.on_report(t, 0.1, srtt, false, None);
+            c.on_report(t, 0.1, srtt, srtt, false, None);
         }
         assert!(c.last_event.is_some());
         assert!(c.w < before * 0.1 / PACKET, "{} {}", c.w, before);

@@ -99,7 +99,11 @@
 //! A judged drain holds the queue empty 20 ms (two report gaps) so that a report sees it. In
 //! competitive mode the floor is kept (not left to expire into the competitor's standing
 //! queue) and the rate follows a paced CUBIC window cut when the competitor cuts (`compete.rs`
-//! has its nutshell). Entering, the flow starts from half the larger of the path's rate
+//! has its nutshell) — unless the competitor is BBR, which does not cut on loss. A competing
+//! flow watches the queue, in either mode, for BBR's ProbeRTT: an empty queue twice, 9–12 s
+//! apart, that neither its own drains nor a moving delay floor explain (`dips.rs`). Seen
+//! within the last 36 s, it makes the competitive mode follow BBR's own law instead
+//! (`follow.rs`: bandwidth filter, gain cycle, in-flight cap, ProbeRTT). Entering, the flow starts from half the larger of the path's rate
 //! measured by the drain (bits it removed / how far the queue fell) and its own peak delivery
 //! of the last 30 s (two thirds for `high`).
 //!
@@ -111,16 +115,19 @@
 //! path got longer. `docs/design.md` ("Sharing with TCP") lists what was tried.
 //!
 //! What it deliberately ignores: ECN (not yet reported), per-packet delay variation (one
-//! sample per feedback; the minimum over three reports rejects transient spikes), and BBR as a
-//! competitor (it does not cut on loss: competitive mode has no event to follow; see
-//! docs/design.md).
+//! sample per feedback; the minimum over three reports rejects transient spikes), and BBR
+//! versions other than v1 (v2 and v3 probe the RTT every 5 s down to half their window, so
+//! their queue need not empty: `dips.rs` would not recognise them).
 
 mod compete;
+mod dips;
 mod filters;
+mod follow;
 
 use core::time::Duration;
 
 use compete::Compete;
+use dips::Dips;
 pub use filters::{DeliveryRate, LossFraction, RateHistory, Unused, WindowedMax, WindowedMin};
 
 use super::{RateControl, RateSample};
@@ -210,6 +217,9 @@ const DRAINS_TO_LEAVE: u32 = 2;
 /// buffer's size until it sees a deeper one: a CUBIC competitor overflows it every epoch
 /// (8–10 s at 100 Mbit/s, 50 ms).
 const QUEUE_PEAK_WINDOW: Duration = Duration::from_secs(10);
+/// BBR recognised this recently (three of its ProbeRTT periods) is still there: a flow that
+/// enters competitive mode follows its law from the start.
+const BBR_SEEN_FOR: Duration = Duration::from_secs(36);
 /// Drains are judged at most this often: a drain that does not see the delay floor is
 /// repeated at once, and the repeats start from the little queue the first one left.
 const JUDGE_EVERY: Duration = Duration::from_secs(4);
@@ -342,6 +352,13 @@ pub struct Delay {
     peak_delivery: WindowedMax,
     /// Bits of one full packet on the wire.
     packet_bits: f64,
+    /// Watches for BBR's ProbeRTT (kept only by a flow that may compete).
+    dips: Dips,
+    /// When BBR was last recognised.
+    bbr_seen: Option<Instant>,
+    /// An empty queue until then may be this flow's own doing (a probe or drain and two RTTs
+    /// after it).
+    own_until: Instant,
 }
 
 impl Delay {
@@ -385,6 +402,9 @@ impl Delay {
             last_judged: None,
             peak_delivery: WindowedMax::new(PEAK_WINDOW),
             packet_bits: 1500.0 * 8.0,
+            dips: Dips::default(),
+            bbr_seen: None,
+            own_until: Instant::ZERO,
         }
     }
 
@@ -393,6 +413,28 @@ impl Delay {
     pub fn competing_as(mut self, n: f64) -> Self {
         self.compete_as = n;
         self
+    }
+
+    /// Recognise BBR by its ProbeRTT (`dips.rs`); a competing flow that does then follows
+    /// BBR's law for the rest of its competitive mode.
+    /// `floor`: the one-way delay floor q is measured from, µs.
+    fn watch_for_bbr(&mut self, now: Instant, q: f64, rtt: Duration, floor: i64) {
+        if matches!(self.probe, Probe::Up { .. }) {
+            self.own_until = now + rtt * 2;
+        }
+        let deepest = self.queue_peak.get(now).unwrap_or(0) as f64 / 1e6;
+        if self
+            .dips
+            .on_report(now, q, deepest, floor, now < self.own_until)
+        {
+            self.bbr_seen = Some(now);
+        }
+        let recent = self
+            .bbr_seen
+            .is_some_and(|t| now.saturating_since(t) < BBR_SEEN_FOR);
+        if let (true, Mode::Competitive { law, .. }) = (recent, &mut self.mode) {
+            law.set_rate_based();
+        }
     }
 
     fn is_competing(&self) -> bool {
@@ -665,6 +707,7 @@ impl RateControl for Delay {
         self.q_rtt_min.push(now, (q * 1e6) as i64);
         if self.compete_as > 0.0 {
             self.queue_peak.push(now, (q * 1e6) as i64);
+            self.watch_for_bbr(now, q, rtt, base_owd);
         }
         let q_star = self.alpha_bits / self.rate;
 
@@ -718,7 +761,7 @@ impl RateControl for Delay {
             Some(_) if probing => {}
             _ if self.is_competing() => {
                 if let Mode::Competitive { law, .. } = &mut self.mode {
-                    self.rate = law.on_report(now, q, s.srtt, s.lost_bytes > 0, d);
+                    self.rate = law.on_report(now, q, s.srtt, rtt, s.lost_bytes > 0, d);
                 }
                 self.last_steered = d.unwrap_or(self.last_steered);
                 self.settled_since = None;
@@ -774,8 +817,12 @@ impl RateControl for Delay {
     }
 
     fn mode(&self) -> super::RateMode {
-        if self.is_competing() {
-            super::RateMode::Competitive
+        if let Mode::Competitive { law, .. } = &self.mode {
+            if law.rate_based() {
+                super::RateMode::FollowingBbr
+            } else {
+                super::RateMode::Competitive
+            }
         } else {
             super::RateMode::Delay
         }

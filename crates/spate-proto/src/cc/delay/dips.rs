@@ -1,0 +1,153 @@
+//! Recognising BBR by its ProbeRTT: the queue empties for a moment every ten seconds.
+//!
+//! # In a nutshell
+//!
+//! ```text
+//! empty  q < max(1 ms, 5 % of the deepest queue of the last 10 s), unless this flow made it
+//!        empty: its probes and drains, and two RTTs after them (then nothing counts until
+//!        the queue has filled again)
+//! dip    an empty queue that lasts ≥ 100 ms; clean if the delay floor q is measured from
+//!        did not move while it lasted
+//! BBR    two dips 9–12 s apart, the second clean
+//! ```
+//!
+//! BBR (v1, Linux) refreshes its minimum RTT by sending 4 packets for 200 ms and a round trip
+//! whenever it has not seen a lower RTT for 10 s, so a queue it holds empties every 10 s plus
+//! the time that takes (next to Spate in the simulator: dips 10.2–11.5 s apart, 0.14–0.4 s
+//! long). Loss-based TCP never empties its queue while it has data, except after a timeout.
+//!
+//! The floor matters. A flow that joined while CUBIC held a standing queue took part of that
+//! queue into its delay floor; each CUBIC cut then drops the queue below the floor, which reads
+//! as empty, and CUBIC's period at these paths is close to 10 s: without the clean-dip rule,
+//! `fair` joining CUBIC took it for BBR in runs of four of the six rows of
+//! `scripts/tcp-robustness.sh` (180 s). Such a dip moves the floor (down, to the queue's new low, or up, when the floor's
+//! 10 s window expires first); BBR's second ProbeRTT finds the floor its first one set. The
+//! first dip of a pair may move the floor: a flow joining a BBR flow's standing queue learns
+//! the path's true floor from the first ProbeRTT it sees. With the rule, 1 run of 48
+//! (`fair` and `high` joining CUBIC, 180 s) recognised BBR.
+//!
+//! What it misses: a BBR flow whose queue never empties because something else holds one (in
+//! a 4×BDP buffer next to this flow's CUBIC-like window BBR's ProbeRTT removes only its own
+//! part), which is why dips are watched from the flow's start, before competitive mode holds
+//! a queue; and BBR versions with other ProbeRTT schedules (v2 and v3 probe every 5 s, down to
+//! half their window, not to 4 packets).
+
+use core::time::Duration;
+
+use crate::time::Instant;
+
+/// The queue counts as empty below this fraction of the deepest queue...
+const EMPTY_FRACTION: f64 = 0.05;
+/// ...or below this, seconds, whichever is more.
+const EMPTY_LEVEL: f64 = 0.001;
+/// An empty queue lasting this long is a dip. BBR's ProbeRTT holds back for 200 ms and a
+/// round trip; the dips measured next to it lasted 0.14–0.37 s.
+const DIP_MIN: Duration = Duration::from_millis(100);
+/// Two dips this far apart, seconds, are BBR's ProbeRTT (measured 10.2–11.5 s).
+const PERIOD: (f64, f64) = (9.0, 12.0);
+/// Two floors within this many µs are the same (timestamps are µs).
+const FLOOR_NOISE_US: i64 = 50;
+
+/// Watches the queue for BBR's dips.
+#[derive(Debug, Clone, Default)]
+pub struct Dips {
+    /// Since when the queue has been empty.
+    empty_since: Option<Instant>,
+    /// When the last dip began.
+    last: Option<Instant>,
+    /// The queue was last made empty by this flow: no dip until it fills again.
+    own: bool,
+    /// The delay floor q was measured from at the end of the last dip, µs.
+    last_floor: Option<i64>,
+}
+
+impl Dips {
+    /// A report: queueing delay `q` and the deepest of the last seconds `deepest` (s), the
+    /// delay floor q is measured from (`floor`, µs); `own` when this flow's own probe or drain
+    /// may explain an empty queue. Returns whether this report ends a dip that makes two
+    /// [`PERIOD`] apart, both at the same floor.
+    pub fn on_report(&mut self, now: Instant, q: f64, deepest: f64, floor: i64, own: bool) -> bool {
+        let empty = q < (EMPTY_FRACTION * deepest).max(EMPTY_LEVEL);
+        if own {
+            // Until the queue fills again, its emptiness may be this flow's doing.
+            self.own = true;
+            self.empty_since = None;
+            return false;
+        }
+        if !empty {
+            self.own = false;
+        }
+        match (empty, self.empty_since) {
+            (true, None) => {
+                if !self.own {
+                    self.empty_since = Some(now);
+                }
+                false
+            }
+            (false, Some(since)) => {
+                self.empty_since = None;
+                if now.saturating_since(since) < DIP_MIN {
+                    return false;
+                }
+                let same_floor = self
+                    .last_floor
+                    .is_some_and(|f| (floor - f).abs() <= FLOOR_NOISE_US);
+                self.last_floor = Some(floor);
+                let gap = self
+                    .last
+                    .map(|last| since.saturating_since(last).as_secs_f64());
+                self.last = Some(since);
+                same_floor && gap.is_some_and(|g| (PERIOD.0..=PERIOD.1).contains(&g))
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reports every 10 ms for `secs`: the queue at 30 ms, empty for `dip` seconds every
+    /// `every` seconds. Returns when BBR was first recognised.
+    fn run(every: f64, dip: f64, secs: f64) -> Option<f64> {
+        let mut d = Dips::default();
+        for i in 0..(secs / 0.01) as u64 {
+            let t = i as f64 * 0.01;
+            let phase = (t + 5.0) % every;
+            let q = if phase < dip { 0.0 } else { 0.030 };
+            let now = Instant::ZERO + Duration::from_secs_f64(t);
+            if d.on_report(now, q, 0.050, 0, false) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn probe_rtt_every_ten_seconds_is_recognised_at_the_second_dip() {
+        let t = run(10.3, 0.3, 30.0).expect("not recognised");
+        assert!((15.0..16.0).contains(&t), "{t}");
+    }
+
+    #[test]
+    fn other_rhythms_are_not() {
+        // Timeouts of a starved loss-based flow, 30 s apart; dips too short to be ProbeRTT.
+        assert_eq!(run(30.0, 0.3, 100.0), None);
+        assert_eq!(run(10.3, 0.05, 60.0), None);
+    }
+
+    #[test]
+    fn an_empty_queue_of_this_flows_making_does_not_count() {
+        // Every 10.3 s this flow drains (or its floor rises) for 50 ms, and the queue reads
+        // empty for 300 ms from then.
+        let mut d = Dips::default();
+        for i in 0..6000u64 {
+            let t = i as f64 * 0.01;
+            let phase = t % 10.3;
+            let q = if phase < 0.3 { 0.0 } else { 0.030 };
+            let now = Instant::ZERO + Duration::from_secs_f64(t);
+            assert!(!d.on_report(now, q, 0.05, 0, phase < 0.05), "{t}");
+        }
+    }
+}
