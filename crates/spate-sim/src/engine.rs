@@ -371,9 +371,10 @@ impl Engine<'_> {
             .map(|(i, f)| match f {
                 SimFlow::Spate(f) => {
                     let mut r = flow_report(f, end);
-                    let (delay, competitive) = self.rec.mode_seconds(i);
+                    let (delay, competitive, bbr) = self.rec.mode_seconds(i);
                     r.delay_mode_s = Some(delay);
                     r.competitive_mode_s = Some(competitive);
+                    r.following_bbr_s = Some(bbr);
                     r
                 }
                 SimFlow::Tcp(f) => tcp_report(f, end),
@@ -471,6 +472,7 @@ fn base_report(
         share: None,
         delay_mode_s: None,
         competitive_mode_s: None,
+        following_bbr_s: None,
         feedback_kib_per_gib: round(kib_per_gib(feedback, delivered), 2),
         fec: None,
         repair_packets: 0,

@@ -20,8 +20,10 @@ use crate::report::{round, Percentiles, PhaseReport, SeriesRow, TimeSeries};
 
 /// Mode record: the delay mode (or any mode that is not competitive).
 pub const MODE_DELAY: u8 = 1;
-/// Mode record: the competitive mode.
+/// Mode record: the competitive mode, following CUBIC's window.
 pub const MODE_COMPETITIVE: u8 = 2;
+/// Mode record: the competitive mode, following BBR's law.
+pub const MODE_FOLLOWING_BBR: u8 = 3;
 
 /// Width of the windows used for time to adapt and the time series.
 pub const COARSE_BIN: Duration = Duration::from_millis(100);
@@ -34,7 +36,7 @@ pub struct Recorder {
     pub delivered: Vec<Vec<u64>>,
     pub rate: Vec<Vec<u64>>,
     /// Per flow and fine bin: the rate controller's mode when the flow last sent in it
-    /// ([`MODE_DELAY`], [`MODE_COMPETITIVE`], 0: no record).
+    /// ([`MODE_DELAY`], [`MODE_COMPETITIVE`], [`MODE_FOLLOWING_BBR`], 0: no record).
     pub mode: Vec<Vec<u8>>,
     pub qdelay_sum_us: Vec<u64>,
     pub qdelay_n: Vec<u32>,
@@ -87,17 +89,21 @@ impl Recorder {
         let b = self.bin(t);
         self.mode[flow][b] = match mode {
             spate_proto::RateMode::Competitive => MODE_COMPETITIVE,
+            spate_proto::RateMode::FollowingBbr => MODE_FOLLOWING_BBR,
             _ => MODE_DELAY,
         };
     }
 
-    /// Seconds the flow spent in the delay and the competitive mode (bins in which it sent).
-    pub fn mode_seconds(&self, flow: usize) -> (f64, f64) {
+    /// Seconds the flow spent in the delay mode, in the competitive mode (either law), and
+    /// in the competitive mode following BBR (bins in which it sent).
+    pub fn mode_seconds(&self, flow: usize) -> (f64, f64, f64) {
         let count = |m| self.mode[flow].iter().filter(|&&x| x == m).count() as f64;
         let bin = self.fine.as_secs_f64();
+        let bbr = count(MODE_FOLLOWING_BBR);
         (
             round(count(MODE_DELAY) * bin, 3),
-            round(count(MODE_COMPETITIVE) * bin, 3),
+            round((count(MODE_COMPETITIVE) + bbr) * bin, 3),
+            round(bbr * bin, 3),
         )
     }
 
@@ -278,7 +284,7 @@ impl Recorder {
                     .iter()
                     .map(|m| {
                         let seen = m[b..e].iter().filter(|&&x| x > 0).count();
-                        let comp = m[b..e].iter().filter(|&&x| x == MODE_COMPETITIVE).count();
+                        let comp = m[b..e].iter().filter(|&&x| x >= MODE_COMPETITIVE).count();
                         if seen == 0 {
                             0.0
                         } else {

@@ -75,6 +75,9 @@ pub struct FlowReport {
     /// Seconds a Spate flow's rate controller spent competing with buffer-filling traffic.
     #[serde(default)]
     pub competitive_mode_s: Option<f64>,
+    /// Of those, seconds it followed BBR's law (having recognised BBR).
+    #[serde(default)]
+    pub following_bbr_s: Option<f64>,
     /// Coding setting of a Spate flow (`auto`, `off` or the repair rate; null for others).
     #[serde(default)]
     pub fec: Option<String>,
@@ -229,6 +232,7 @@ pub fn flow_notes(
     window_goodput_mbps: Option<f64>,
     share: Option<f64>,
     competitive_s: Option<f64>,
+    following_bbr_s: Option<f64>,
     several: bool,
     error: Option<&str>,
 ) -> String {
@@ -242,6 +246,9 @@ pub fn flow_notes(
     }
     if let Some(c) = competitive_s.filter(|&c| c > 0.0) {
         s += &format!("      competitive mode: {c:.1} s (sharing with buffer-filling traffic)\n");
+    }
+    if let Some(b) = following_bbr_s.filter(|&b| b > 0.0) {
+        s += &format!("      of which following BBR: {b:.1} s (recognised by its ProbeRTT)\n");
     }
     if let Some(e) = error {
         s += &format!("      error: {e}\n");
@@ -346,6 +353,7 @@ impl Report {
                 f.window_goodput_mbps,
                 f.share,
                 f.competitive_mode_s,
+                f.following_bbr_s,
                 self.flows.len() > 1,
                 f.error.as_deref(),
             );

@@ -75,6 +75,9 @@ pub struct EmuFlow {
     /// Seconds it spent competing with buffer-filling traffic.
     #[serde(default)]
     pub competitive_mode_s: Option<f64>,
+    /// Of those, seconds it followed BBR's law (having recognised BBR).
+    #[serde(default)]
+    pub following_bbr_s: Option<f64>,
 }
 
 /// The emulator's own numbers.
@@ -128,6 +131,7 @@ impl EmuReport {
                 f.window_goodput_mbps,
                 f.share,
                 f.competitive_mode_s,
+                f.following_bbr_s,
                 self.flows.len() > 1,
                 f.error.as_deref(),
             );
@@ -156,9 +160,15 @@ fn shares(r: &EmuReport) -> String {
             let share = f
                 .share
                 .map_or("-".into(), |x| format!("{:.1} %", x * 100.0));
-            match f.competitive_mode_s.filter(|&c| c > 0.0) {
-                Some(c) => format!("{who} {share} ({c:.0} s competing)"),
-                None => format!("{who} {share}"),
+            match (
+                f.competitive_mode_s.filter(|&c| c > 0.0),
+                f.following_bbr_s.filter(|&b| b > 0.0),
+            ) {
+                (Some(c), Some(b)) => {
+                    format!("{who} {share} ({c:.0} s competing, {b:.0} s of it following BBR)")
+                }
+                (Some(c), None) => format!("{who} {share} ({c:.0} s competing)"),
+                _ => format!("{who} {share}"),
             }
         })
         .collect();
@@ -269,6 +279,7 @@ mod tests {
                 share: None,
                 delay_mode_s: None,
                 competitive_mode_s: None,
+                following_bbr_s: None,
             }],
             phases: vec![PhaseReport {
                 at_s: 0.0,

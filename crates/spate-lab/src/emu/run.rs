@@ -306,6 +306,7 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
             share: None,
             delay_mode_s: modes.map(|m| m.0),
             competitive_mode_s: modes.map(|m| m.1),
+            following_bbr_s: modes.map(|m| m.2),
         });
     }
     let (jain, window) = fairness(s, &measured.rec, end, &mut out_flows);
