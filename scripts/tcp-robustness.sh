@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
 # How far the issue-19 shares hold beyond the eight points of scenarios/tcp (simulator only,
 # about a minute): one flow of KIND (fair, high or low, with `compete = true` for fair and high;
-# or cubic, the reference: two CUBIC flows) joins one CUBIC flow on 100 Mbit/s with RTTs of
+# or cubic or bbr, the references: two TCP flows) joins one CUBIC flow (AGAINST=bbr: one BBR
+# flow) on 100 Mbit/s with RTTs of
 # 40, 50 and 70 ms, drop-tail buffers of 1 and 4 BDP, starting 0, 3, 10 or 15 s after it; 60 s,
 # shares over the last 30 s, as in scenarios/tcp. Prints a Markdown table of the joining
 # flow's share (%), and how many of the 24 fall within BOUND (default 40-60). DURATION=S runs
 # S seconds instead, shares over the second half.
-# Usage: [DURATION=S] scripts/tcp-robustness.sh [KIND] [BOUND_LOW BOUND_HIGH]
+# Usage: [DURATION=S] [AGAINST=cubic|bbr] scripts/tcp-robustness.sh [KIND] [BOUND_LOW BOUND_HIGH]
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 kind="${1:-fair}"
 lo="${2:-40}"
 hi="${3:-60}"
 duration="${DURATION:-60}"
+against="${AGAINST:-cubic}"
+case "$against" in
+cubic | bbr) ;;
+*)
+    echo "AGAINST must be cubic or bbr" >&2
+    exit 2
+    ;;
+esac
 case "$kind" in
 fair | high) flow=$'protocol = "spate"\npolicy = "'"$kind"$'"\ncompete = true' ;;
 low) flow=$'protocol = "spate"\npolicy = "low"' ;;
-cubic) flow='protocol = "cubic"' ;;
+cubic | bbr) flow="protocol = \"$kind\"" ;;
 *)
-    echo "usage: $0 [fair|high|low|cubic] [BOUND_LOW BOUND_HIGH]" >&2
+    echo "usage: $0 [fair|high|low|cubic|bbr] [BOUND_LOW BOUND_HIGH]" >&2
     exit 2
     ;;
 esac
@@ -36,7 +45,7 @@ for bdp in 1 4; do
         for start in "${starts[@]}"; do
             f="$dir/$kind-$bdp-$rtt-$start.toml"
             cat > "$f" <<TOML
-name = "$kind joins cubic, ${bdp}xBDP, $rtt ms, $start s"
+name = "$kind joins $against, ${bdp}xBDP, $rtt ms, $start s"
 seed = 1
 duration_s = $duration.0
 fairness_from_s = $((duration / 2)).0
@@ -53,7 +62,7 @@ $flow
 
 [[flow]]
 start_s = 0.0
-protocol = "cubic"
+protocol = "$against"
 TOML
             share=$("$lab" sim "$f" -q --json | python3 -c \
                 'import json,sys; print(round(100 * json.load(sys.stdin)["flows"][0]["share"], 1))')

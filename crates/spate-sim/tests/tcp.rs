@@ -158,13 +158,13 @@ fn spate_flows_that_start_together_do_not_compete_with_each_other() {
     assert!(r.phases[0].queue_delay_ms.p95 < 25.0);
 }
 
-/// A flow joining CUBIC `start_s` seconds after it on 100 Mbit/s, `rtt_ms`, a buffer of
-/// `bdp` BDPs, 180 s: its share of the last 90 s.
-fn joining_share(flow: &str, bdp: f64, rtt_ms: f64, start_s: f64) -> f64 {
+/// A flow joining a TCP flow (`against`: cubic or bbr) `start_s` seconds after it on
+/// 100 Mbit/s, `rtt_ms`, a buffer of `bdp` BDPs, 180 s: its share of the last 90 s.
+fn joining_share(flow: &str, against: &str, bdp: f64, rtt_ms: f64, start_s: f64) -> f64 {
     let r = sim(&format!(
         "name = \"joins\"\nseed = 1\nduration_s = 180.0\nfairness_from_s = 90.0\n\
          [[path.phase]]\nat_s = 0.0\nrate_mbps = 100.0\nrtt_ms = {rtt_ms}\n\
-         queue_ms = {}\n[[flow]]\nstart_s = {start_s}\n{flow}\n[[flow]]\nprotocol = \"cubic\"\n",
+         queue_ms = {}\n[[flow]]\nstart_s = {start_s}\n{flow}\n[[flow]]\nprotocol = \"{against}\"\n",
         bdp * rtt_ms
     ));
     r.flows[0].share.expect("share")
@@ -186,10 +186,61 @@ fn competing_flows_neither_starve_cubic_nor_starve_around_the_matrix() {
         for bdp in [1.0, 4.0] {
             for rtt in [40.0, 70.0] {
                 for start in [0.0, 15.0] {
-                    let share = joining_share(flow, bdp, rtt, start);
+                    let share = joining_share(flow, "cubic", bdp, rtt, start);
                     assert!(
                         (low..=high).contains(&share),
                         "{flow:?} {bdp}xBDP {rtt} ms joining at {start} s: {share}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Next to BBR (the model) `fair` and `high` recognise it by its ProbeRTT and follow its law
+/// (`cc/delay/dips.rs`, `follow.rs`). Before, `fair` got 8 % of a 1xBDP buffer and 93 % of a
+/// 4xBDP one (BBR first), `high` 8 % and 82 %. `high` joining BBR 10 s late in a 1xBDP
+/// buffer recognises it only at 53 s (the first ProbeRTT it sees moves its delay floor, the
+/// next one is hidden by its own queue) and gets 25 %.
+#[test]
+fn fair_and_high_share_with_bbr_on_its_terms() {
+    for b in ["1bdp", "4bdp"] {
+        for s in ["together", "tcp-first"] {
+            let (fair, competing) = spate_share(&format!("fair-bbr-{b}-{s}.toml"));
+            assert!((0.40..=0.60).contains(&fair), "fair {b} {s}: {fair}");
+            assert!(
+                competing > 30.0,
+                "fair {b} {s}: competed only {competing} s"
+            );
+            let (high, _) = spate_share(&format!("high-bbr-{b}-{s}.toml"));
+            let bound = if (b, s) == ("1bdp", "tcp-first") {
+                0.20..=0.75
+            } else {
+                0.55..=0.75
+            };
+            assert!(bound.contains(&high), "high {b} {s}: {high}");
+            let (low, _) = spate_share(&format!("low-bbr-{b}-{s}.toml"));
+            assert!(low <= 0.10, "low {b} {s}: {low}");
+        }
+    }
+}
+
+/// Around those points (`AGAINST=bbr DURATION=180 scripts/tcp-robustness.sh`): over 24 runs
+/// `fair` held 44-63 % (22 within 40-60 %) and `high` 55-80 % (23 within 55-75 %); BBR
+/// joining BBR, the reference, 41-52 %.
+#[test]
+fn competing_flows_neither_starve_bbr_nor_starve_around_the_matrix() {
+    for (flow, low, high) in [
+        ("policy = \"fair\"\ncompete = true", 0.40, 0.65),
+        ("policy = \"high\"\ncompete = true", 0.50, 0.80),
+    ] {
+        for bdp in [1.0, 4.0] {
+            for rtt in [40.0, 70.0] {
+                for start in [0.0, 15.0] {
+                    let share = joining_share(flow, "bbr", bdp, rtt, start);
+                    assert!(
+                        (low..=high).contains(&share),
+                        "{flow:?} {bdp}xBDP {rtt} ms joining BBR at {start} s: {share}"
                     );
                 }
             }
