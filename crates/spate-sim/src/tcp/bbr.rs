@@ -117,11 +117,11 @@ pub struct AckInfo {
     pub acked: u64,
     /// Segments newly found lost while processing it.
     pub losses: u64,
-    /// Segments in flight before it and after it.
+    /// Segments in flight before it.
     pub prior_in_flight: u64,
     /// Segments in flight after it.
     pub in_flight: u64,
-    /// The connection's delivered and lost counts after it.
+    /// Segments delivered so far, after it.
     pub delivered: u64,
     /// Segments declared lost so far.
     pub lost: u64,
@@ -265,13 +265,13 @@ impl Bbr {
 
     /// A retransmission timeout (`bbr_ssthresh` saves the window, `tcp_enter_loss` sets it to
     /// one segment, `bbr_set_state` to Loss).
-    pub fn on_timeout(&mut self, now: Instant, delivered: u64, lost: u64) {
+    pub fn on_timeout(&mut self, delivered: u64, lost: u64) {
         self.save_cwnd();
         self.cwnd = 1.0;
         self.prev_state = CaState::Loss;
         self.full_bw = 0.0;
         self.round_start = true;
-        self.lt_sampling(now, delivered, lost, 1, false);
+        self.lt_sampling(delivered, lost, 1, false);
     }
 
     fn save_cwnd(&mut self) {
@@ -320,7 +320,7 @@ impl Bbr {
             self.round_start = true;
             self.packet_conservation = false;
         }
-        self.lt_sampling(a.now, a.delivered, a.lost, a.losses, rs.app_limited);
+        self.lt_sampling(a.delivered, a.lost, a.losses, rs.app_limited);
         let bw = rs.delivered as f64 / rs.interval.as_secs_f64();
         if !rs.app_limited || bw >= self.max_bw() {
             let round = self.round_count;
@@ -334,13 +334,13 @@ impl Bbr {
         }
     }
 
-    fn lt_sampling(&mut self, now: Instant, delivered: u64, lost: u64, losses: u64, app: bool) {
+    fn lt_sampling(&mut self, delivered: u64, lost: u64, losses: u64, app: bool) {
         if self.lt.use_bw {
             if self.mode == Mode::ProbeBw && self.round_start {
                 self.lt.rtt_cnt += 1;
                 if self.lt.rtt_cnt >= LT_BW_MAX_RTTS {
                     self.lt = LongTerm::default();
-                    self.reset_probe_bw(now);
+                    self.reset_probe_bw();
                 }
             }
             return;
@@ -432,7 +432,7 @@ impl Bbr {
         self.cycle_stamp = self.delivered_stamp;
     }
 
-    fn reset_probe_bw(&mut self, _now: Instant) {
+    fn reset_probe_bw(&mut self) {
         self.mode = Mode::ProbeBw;
         let n = PACING_GAINS.len() as u64;
         self.cycle_idx = (n - 1 - self.random(CYCLE_RAND)) as usize;
@@ -458,7 +458,7 @@ impl Bbr {
             self.mode = Mode::Drain;
         }
         if self.mode == Mode::Drain && a.in_flight as f64 <= self.inflight(self.max_bw(), 1.0) {
-            self.reset_probe_bw(a.now);
+            self.reset_probe_bw();
         }
     }
 
@@ -491,7 +491,7 @@ impl Bbr {
                         self.min_rtt_stamp = a.now;
                         self.cwnd = self.cwnd.max(self.prior_cwnd);
                         if self.full_bw_reached {
-                            self.reset_probe_bw(a.now);
+                            self.reset_probe_bw();
                         } else {
                             self.mode = Mode::Startup;
                         }

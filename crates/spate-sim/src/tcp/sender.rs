@@ -486,7 +486,7 @@ impl TcpSender {
         self.pipe = 0;
         match &mut self.control {
             Control::Window(w) => w.on_timeout(),
-            Control::Bbr(b) => b.on_timeout(now, self.delivered, self.stats.lost),
+            Control::Bbr(b) => b.on_timeout(self.delivered, self.stats.lost),
         }
         self.recovery_until = Some(self.next_seq);
         self.after_timeout = true;

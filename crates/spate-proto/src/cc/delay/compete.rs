@@ -185,6 +185,15 @@ impl Compete {
         self.rate_based
     }
 
+    /// An event at `now` begins an overflow episode: the next event needs the queue to fall
+    /// and fill again (unless this one was this flow cutting alone).
+    fn episode_begins(&mut self, now: Instant, stuck: bool) {
+        self.last_event = Some(now);
+        self.armed = stuck;
+        self.full_at = None;
+        self.full_since = None;
+    }
+
     /// Whether this report shows an event (see the module doc).
     fn event(&mut self, now: Instant, q: f64, rtt: f64, lost: bool) -> Option<bool> {
         let age =
@@ -244,11 +253,8 @@ impl Compete {
             .observe(now, rtt, q, rtt_now, delivered, self.rate_based);
         let event = self.event(now, q, rtt, lost);
         if self.rate_based {
-            if event.is_some() {
-                self.last_event = Some(now);
-                self.armed = event == Some(true);
-                self.full_at = None;
-                self.full_since = None;
+            if let Some(stuck) = event {
+                self.episode_begins(now, stuck);
             }
             let fallback = self.w * self.packet_bits / rtt;
             let rate = self.follow.rate(now, rtt, self.packet_bits, fallback);
@@ -288,10 +294,7 @@ impl Compete {
                 self.w = (self.w_max * BETA).max(2.0);
                 self.k = (self.w_max * (1.0 - BETA) / nc).cbrt();
                 self.epoch = now;
-                self.last_event = Some(now);
-                self.armed = stuck;
-                self.full_at = None;
-                self.full_since = None;
+                self.episode_begins(now, stuck);
             }
             None => {
                 let t = now.saturating_since(self.epoch).as_secs_f64();
