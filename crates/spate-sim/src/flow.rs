@@ -210,16 +210,16 @@ pub(crate) enum SimFlow {
 
 impl SimFlow {
     pub fn new(index: usize, spec: FlowSpec, seed: u64) -> SimFlow {
-        let law = match spec.protocol {
+        let algorithm = match spec.protocol {
             Protocol::Cubic => Some(Algorithm::Cubic),
             Protocol::Reno => Some(Algorithm::Reno),
             Protocol::Bbr => Some(Algorithm::Bbr),
             _ => None,
         };
-        match law {
-            Some(law) => SimFlow::Tcp(TcpSim {
+        match algorithm {
+            Some(algorithm) => SimFlow::Tcp(TcpSim {
                 tcp: TcpFlow::new(
-                    law,
+                    algorithm,
                     spec.bytes,
                     seed ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
                 ),

@@ -7,8 +7,7 @@
 //! sample    per ACK, from the most recently sent segment it delivered (tcp_rate.c):
 //!           bw = segments delivered since it was sent / max(send interval, ACK interval);
 //!           no sample if that interval is shorter than min_rtt
-//! BtlBw     windowed maximum of bw over 10 round trips (samples from app-limited sending
-//!           count only if they raise it)
+//! BtlBw     windowed maximum of bw over 10 round trips
 //! RTprop    minimum RTT over 10 s; when it expires: ProbeRTT
 //! pacing    gain · BtlBw · 0.99           cwnd = cwnd_gain · BtlBw · RTprop + 3 TSO bursts
 //! STARTUP   gains 2/ln 2 (2.89) until BtlBw grew < 25 % in 3 rounds, then
@@ -29,7 +28,9 @@
 //!
 //! Left out, and why that is safe here: the ACK-aggregation allowance (`extra_acked`: the
 //! simulated and emulated receivers acknowledge every segment or every second one, evenly),
-//! idle restarts (the lab's flows never go idle), pacing in TSO bursts (segments are paced
+//! idle restarts and app-limited samples (the lab's flows always have data and never go
+//! idle; Linux also marks ProbeRTT's samples app-limited, but a sample below the windowed
+//! maximum cannot lower it anyway), pacing in TSO bursts (segments are paced
 //! one by one: at the lab's rates a burst is 2–8 segments, 0.1–1 ms) and the receive window.
 //! The last shows on one path: kernel BBR at 250 Mbit/s, 200 ms, 1 % loss in the emulator
 //! filled the link within 6 s in two runs of four (209 and 210 Mbit/s over 60 s) and took
@@ -104,8 +105,6 @@ pub struct RateSample {
     pub prior_delivered: u64,
     /// max(send interval, ACK interval).
     pub interval: Duration,
-    /// The sampled segment was sent while the sender had less to send than it could.
-    pub app_limited: bool,
 }
 
 /// What one ACK told BBR.
@@ -271,7 +270,7 @@ impl Bbr {
         self.prev_state = CaState::Loss;
         self.full_bw = 0.0;
         self.round_start = true;
-        self.lt_sampling(delivered, lost, 1, false);
+        self.lt_sampling(delivered, lost, 1);
     }
 
     fn save_cwnd(&mut self) {
@@ -299,7 +298,7 @@ impl Bbr {
         }
         self.update_bw(a);
         self.update_cycle_phase(a);
-        self.check_full_bw_reached(a);
+        self.check_full_bw_reached();
         self.check_drain(a);
         self.update_min_rtt(a);
         self.update_gains();
@@ -320,21 +319,19 @@ impl Bbr {
             self.round_start = true;
             self.packet_conservation = false;
         }
-        self.lt_sampling(a.delivered, a.lost, a.losses, rs.app_limited);
+        self.lt_sampling(a.delivered, a.lost, a.losses);
         let bw = rs.delivered as f64 / rs.interval.as_secs_f64();
-        if !rs.app_limited || bw >= self.max_bw() {
-            let round = self.round_count;
-            while self.bw.back().is_some_and(|&(_, b)| b <= bw) {
-                self.bw.pop_back();
-            }
-            self.bw.push_back((round, bw));
-            while self.bw.front().is_some_and(|&(r, _)| r + BW_RTTS <= round) {
-                self.bw.pop_front();
-            }
+        let round = self.round_count;
+        while self.bw.back().is_some_and(|&(_, b)| b <= bw) {
+            self.bw.pop_back();
+        }
+        self.bw.push_back((round, bw));
+        while self.bw.front().is_some_and(|&(r, _)| r + BW_RTTS <= round) {
+            self.bw.pop_front();
         }
     }
 
-    fn lt_sampling(&mut self, delivered: u64, lost: u64, losses: u64, app: bool) {
+    fn lt_sampling(&mut self, delivered: u64, lost: u64, losses: u64) {
         if self.lt.use_bw {
             if self.mode == Mode::ProbeBw && self.round_start {
                 self.lt.rtt_cnt += 1;
@@ -351,10 +348,6 @@ impl Bbr {
             }
             self.lt_reset_interval(delivered, lost);
             self.lt.is_sampling = true;
-        }
-        if app {
-            self.lt = LongTerm::default();
-            return;
         }
         if self.round_start {
             self.lt.rtt_cnt += 1;
@@ -439,9 +432,8 @@ impl Bbr {
         self.advance_cycle_phase();
     }
 
-    fn check_full_bw_reached(&mut self, a: &AckInfo) {
-        let app = a.rate.is_some_and(|r| r.app_limited);
-        if self.full_bw_reached || !self.round_start || app {
+    fn check_full_bw_reached(&mut self) {
+        if self.full_bw_reached || !self.round_start {
             return;
         }
         if self.max_bw() >= self.full_bw * FULL_BW_THRESH {
@@ -594,7 +586,6 @@ mod tests {
                         delivered: delivered - prior_delivered,
                         prior_delivered,
                         interval,
-                        app_limited: false,
                     }),
                     state: CaState::Open,
                 });

@@ -197,16 +197,20 @@ impl TcpSender {
         }
     }
 
+    /// Whether the window has room for another segment.
+    fn window_open(&self) -> bool {
+        (self.pipe as f64) < self.cwnd().floor().max(1.0)
+    }
+
     /// Whether the window has room and there is a segment to send.
     fn can_send(&self) -> bool {
-        (self.pipe as f64) < self.cwnd().floor().max(1.0)
-            && (self.next_seq < self.total || !self.retx.is_empty())
+        self.window_open() && (self.next_seq < self.total || !self.retx.is_empty())
     }
 
     /// The next segment to put on the wire now, if the window (and a paced sender's pacing
     /// rate) allows one.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<u64> {
-        if (self.pipe as f64) >= self.cwnd().floor().max(1.0) || now < self.next_send {
+        if !self.window_open() || now < self.next_send {
             return None;
         }
         let (seq, again) = loop {
@@ -402,7 +406,6 @@ impl TcpSender {
             delivered: self.delivered - s.delivered,
             prior_delivered: s.delivered,
             interval,
-            app_limited: false,
         })
     }
 

@@ -100,11 +100,11 @@
 //! competitive mode the floor is kept (not left to expire into the competitor's standing
 //! queue) and the rate follows a paced CUBIC window cut when the competitor cuts (`compete.rs`
 //! has its nutshell) — unless the competitor is BBR, which does not cut on loss. A competing
-//! flow watches the queue, in either mode, for BBR's ProbeRTT: an empty queue twice, 9–12 s
-//! apart, that neither its own drains nor a moving delay floor explain (`dips.rs`). Seen
-//! within the last 36 s, it makes the competitive mode follow BBR's own law instead
-//! (`follow.rs`: bandwidth filter, gain cycle, in-flight cap, ProbeRTT). Entering, the flow starts from half the larger of the path's rate
-//! measured by the drain (bits it removed / how far the queue fell) and its own peak delivery
+//! flow watches the queue, in either mode, for BBR's ProbeRTT: an empty queue, not of its own
+//! making, twice 9–12 s apart at the same delay floor (`dips.rs`). Seen within the last 36 s,
+//! it makes the competitive mode follow BBR's own law instead (`follow.rs`: bandwidth filter,
+//! gain cycle, in-flight cap, ProbeRTT). Entering, the flow starts from half the larger of
+//! the path's rate measured by the drain (bits it removed / how far the queue fell) and its own peak delivery
 //! of the last 30 s (two thirds for `high`).
 //!
 //! Why it is off by default: the drain test needs the other Spate flows to drain at the same
