@@ -4,18 +4,20 @@
 //! # In a nutshell
 //!
 //! ```text
-//! event   the competitor cut: the queue falls below q_full − 2·slack within 3 RTTs of being
-//!         full (q ≥ q_full − slack; slack = max(2 ms, q_full/10)), or this flow's loss with
-//!         the queue full, or the queue has stayed full at its deepest for 15 RTTs with
-//!         nobody cutting (then this flow cuts alone); one event per episode (4 RTTs, and the
-//!         queue must fall below the cut level before the next)
+//! event   the competitor cut: the queue falls by more than `fall` within 3 RTTs of being
+//!         full (q ≥ q_full − slack; slack = max(2 ms, q_full/10)),
+//!             fall = max(slack + 2 ms, min(2·slack, (base + q_full)/10)),
+//!         or this flow's loss with the queue full; one event per episode (4 RTTs, and the
+//!         queue must fall by `fall` before the next), except this flow's loss after 15 RTTs
+//!         of a queue that stayed full (nobody else cuts: this flow cuts alone)
 //! q_full  the deepest queue seen in the last max(20 s, 3·T): the buffer's size once it has
-//!         overflowed
-//! T       seconds between the last events (mean of the last 2 intervals)
+//!         overflowed; base: the path's RTT without queue
+//! T       seconds between the last overflows (mean of the last 2 intervals; none before
+//!         the second)
 //! W(t)    a CUBIC window in packets, t = time since the last event (RFC 9438):
-//!             W(t) = N·C·(t − K)³ + W_max,   K = ∛(W_max·(1 − β) / (N·C)),  C = 0.4, β = 0.7
-//! event:  W_max ← max(W, min(N·C·T³/(1 − β), W/β)) (below W by fast convergence),
-//!         W ← β·W_max   (never above W)
+//!             W(t) = N·C·(t − K)³ + W_max,   K = ∛((W_max − W(0)) / (N·C)),  C = 0.4, β = 0.7
+//! event:  W_max ← max(W or W·(1 + β)/2 by fast convergence, min(N·C·T³/(1 − β), 2·W)),
+//!         W ← β·W   (every event cuts)
 //! rate    = W · packet / srtt;  W ≤ 1.25·D·srtt (not grown past what the path carries);
 //!         N = 1 `fair`, 2 `high`
 //! ```
@@ -35,8 +37,18 @@
 //! * **Convergence.** Two CUBIC flows converge over several epochs (8–10 s each at 100 Mbit/s
 //!   and 50 ms), and the later one starts far behind. But every CUBIC flow that is cut every T
 //!   seconds and has converged has `K = T`, so `W_max = C·T³/(1 − β)`, whatever its history:
-//!   at each event this flow takes at least that maximum and is on the converged trajectory
-//!   at once. A competitor still above it is cut back by its own fast convergence.
+//!   at each event this flow aims its plateau at least at that maximum (at most twice its
+//!   window), and climbs back towards it faster than from its own last window. It still cuts
+//!   at every event, as TCP does at every loss episode: a flow that skipped the cut while
+//!   the competitor took it (as this one did until session 19, whenever its window was below
+//!   β times the converged maximum) raised its share at every missed or mistimed event.
+//!   A competitor still above it is cut back by its own fast convergence.
+//!
+//! What the competitor sees of this flow matters as much. Its drains (every 8 s in this mode,
+//! to notice the competitor leaving) do not refill: in the delay mode a drain's slow half is
+//! followed by a fast one, rate-neutral, but here the fast half overflowed the buffer while
+//! this flow's events were suspended for its own drain, and the competitor took every one of
+//! those losses (`fair` held 72–77 % of a 4×BDP buffer it joined together with CUBIC).
 //!
 //! `high` follows N = 2 flows' window (as MulTCP does for Reno).
 //!
@@ -62,25 +74,32 @@ const FULL_FRACTION: f64 = 0.1;
 /// filter's minimum over three reports reads a little below the true queue).
 const FULL_SLACK: f64 = 0.002;
 /// A competitor's cut shows as the queue falling this many slacks below full (with the 10 %
-/// slack: below 80 % of the deepest queue; a CUBIC flow holding half of a 4×BDP buffer and
-/// its share of the pipe cuts 19 % of it, one alone in a 1×BDP buffer 60 %).
+/// slack: below 80 % of the deepest queue)...
 const DROP_SLACKS: f64 = 2.0;
+/// ...or by this fraction of the whole window in time (base RTT + q_full), if that is less,
+/// but always by more than the slack plus [`FULL_SLACK`]. A CUBIC competitor holding a share
+/// `s` of the flows' windows cuts `0.3·s` of that time: 10 % is a competitor at one third.
+/// With the slacks alone, one at a half cut 19 % of a 4×BDP buffer, not 20: its cuts went
+/// unseen, this flow cut only for its own losses, and took 61–72 % of the link.
+const FALL_OF_WINDOW: f64 = 0.1;
 /// The queue falling within this many RTTs of being full is a cut in answer to the overflow:
 /// the competitor learns of its loss an RTT later and its window takes up to another RTT to
 /// drain from the queue.
 const OVERFLOW_WINDOW_RTTS: f64 = 3.0;
-/// A queue full at its deepest level for this long without a break, RTTs, counts as an event
-/// too: nobody else is cutting, so this flow is what keeps it full (a TCP competitor at its
-/// old maximum overflows the buffer within a few RTTs of reaching it, or is starved). This
-/// flow's own drains do not restart the count.
+/// This flow's loss with the queue full for this long without a break, RTTs, is an event even
+/// in an episode that never ended (the queue never fell): nobody else is cutting, so this
+/// flow is what keeps it full. Not without the loss: a CUBIC competitor sits on its plateau,
+/// just below its last maximum, for seconds, and a queue within the slack of full for
+/// 15 RTTs there cut this flow alone, again and again (1×BDP: 11–25 % instead of a half).
+/// This flow's own drains do not restart the count.
 const STILL_FULL_RTTS: f64 = 15.0;
 /// Events closer than this many RTTs are one overflow episode.
 const EPISODE_RTTS: f64 = 4.0;
-/// The converged curve's maximum is taken at most up to this multiple of the window at the
-/// event: 1/β, so the window after an event (β·W_max) is never above the window before it.
-/// (With 2 an event could raise the window by 40 %: next to a CUBIC flow already starving,
-/// the events this flow's own losses made grew it until CUBIC timed out.)
-const MAX_JUMP: f64 = 1.0 / BETA;
+/// The plateau is raised to the converged curve's maximum at most up to this multiple of the
+/// window at the event: a missed event makes one period look twice as long and the target
+/// eight times as high. The window itself is always cut (β): the plateau only sets how fast
+/// it climbs back.
+const MAX_JUMP: f64 = 2.0;
 /// Intervals between events averaged into T.
 const PERIODS: usize = 2;
 /// The rate is at most this multiple of what the receiver saw delivered (RFC 5348 limits TFRC
@@ -106,12 +125,14 @@ pub struct Compete {
     packet_bits: f64,
     /// Window, packets, at the last report.
     w: f64,
+    /// The curve's plateau, packets.
     w_max: f64,
+    /// The window at the last event, packets (fast convergence compares against it).
+    w_last: f64,
+    /// Seconds from the epoch's start to the plateau.
     k: f64,
     /// Start of the current epoch (the last event, or entering the mode).
     epoch: Instant,
-    /// When the mode began.
-    entered: Instant,
     /// The last intervals between events, seconds, newest first.
     periods: VecDeque<f64>,
     last_event: Option<Instant>,
@@ -147,9 +168,9 @@ impl Compete {
             w,
             // The curve starts at its plateau: probing upward from the rate entered with.
             w_max: w,
+            w_last: w,
             k: 0.0,
             epoch: now,
-            entered: now,
             periods: VecDeque::with_capacity(PERIODS),
             last_event: None,
             full_at: None,
@@ -186,16 +207,19 @@ impl Compete {
     }
 
     /// An event at `now` begins an overflow episode: the next event needs the queue to fall
-    /// and fill again (unless this one was this flow cutting alone).
-    fn episode_begins(&mut self, now: Instant, stuck: bool) {
+    /// and fill again (or this flow's loss after [`STILL_FULL_RTTS`] of a queue that stayed
+    /// full).
+    fn episode_begins(&mut self, now: Instant) {
         self.last_event = Some(now);
-        self.armed = stuck;
+        self.armed = false;
         self.full_at = None;
         self.full_since = None;
     }
 
-    /// Whether this report shows an event (see the module doc).
-    fn event(&mut self, now: Instant, q: f64, rtt: f64, lost: bool) -> Option<bool> {
+    /// Whether this report shows an event (see the module doc), and if so whether this flow
+    /// cuts alone (a queue stuck full: no period is measured).
+    /// `q`: queueing delay, `base`: the path's RTT without queue, `rtt`: smoothed RTT (s).
+    fn event(&mut self, now: Instant, q: f64, rtt: f64, base: f64, lost: bool) -> Option<bool> {
         let age =
             |t: Option<Instant>| t.map_or(f64::MAX, |t| now.saturating_since(t).as_secs_f64());
         self.deepest.push(now, (q * 1e6) as i64);
@@ -217,7 +241,9 @@ impl Compete {
         // One event per overflow episode: this flow's loss, the competitor's cut and the
         // queue's fall that follows are the same overflow (TCP reduces once per recovery).
         // After an event the queue must fall below the cut level and fill again first.
-        let fallen = q < q_full - DROP_SLACKS * slack;
+        let fall =
+            (slack + FULL_SLACK).max((DROP_SLACKS * slack).min(FALL_OF_WINDOW * (base + q_full)));
+        let fallen = q < q_full - fall;
         let armed = self.armed;
         if !self.armed && fallen {
             self.armed = true;
@@ -227,12 +253,29 @@ impl Compete {
             return None;
         }
         let cut = armed && fallen && age(self.full_at) <= OVERFLOW_WINDOW_RTTS * rtt;
-        // This flow's own loss with the queue full is the overflow too (once per RTT).
-        let overflow = lost && age(self.full_at) <= rtt;
-        let stuck = self.full_since.is_some()
+        // This flow's own loss with the queue full is the overflow too.
+        let overflow = armed && lost && age(self.full_at) <= rtt;
+        let stuck = lost
+            && self.full_since.is_some()
             && age(self.full_since.map(|(t, _)| t)) >= STILL_FULL_RTTS * rtt
             && age(self.last_event) >= STILL_FULL_RTTS * rtt;
         (cut || overflow || stuck).then_some(stuck)
+    }
+
+    /// An overflow at `now` ends an epoch: the mean of the last [`PERIODS`] epochs, seconds
+    /// (none before the second overflow of the mode). The full level is then the deepest queue
+    /// of at least [`DEEPEST_PERIODS`] of them.
+    fn epoch_ended(&mut self, now: Instant) -> Option<f64> {
+        let last = self.last_overflow.replace(now)?;
+        if self.periods.len() == PERIODS {
+            self.periods.pop_back();
+        }
+        self.periods
+            .push_front(now.saturating_since(last).as_secs_f64());
+        let t = self.periods.iter().sum::<f64>() / self.periods.len() as f64;
+        self.deepest
+            .set_window(DEEPEST_WINDOW.max(Duration::from_secs_f64(DEEPEST_PERIODS * t)));
+        Some(t)
     }
 
     /// A report: queueing delay `q` (s), smoothed RTT, the RTT now (the path's minimum plus
@@ -251,10 +294,11 @@ impl Compete {
         let nc = self.n * C_CUBIC;
         self.follow
             .observe(now, rtt, q, rtt_now, delivered, self.rate_based);
-        let event = self.event(now, q, rtt, lost);
+        let base = (rtt_now.as_secs_f64() - q).max(0.0);
+        let event = self.event(now, q, rtt, base, lost);
         if self.rate_based {
-            if let Some(stuck) = event {
-                self.episode_begins(now, stuck);
+            if event.is_some() {
+                self.episode_begins(now);
             }
             let fallback = self.w * self.packet_bits / rtt;
             let rate = self.follow.rate(now, rtt, self.packet_bits, fallback);
@@ -264,37 +308,31 @@ impl Compete {
         match event {
             Some(stuck) => {
                 let w = self.w;
-                self.w_max = if w < self.w_max {
-                    // Fast convergence: a flow cut below its last maximum lowers it.
+                // Fast convergence: a flow cut below its window at the last cut lowers its
+                // plateau (RFC 9438 §4.7).
+                let mut plateau = if w < self.w_last {
                     w * (1.0 + BETA) / 2.0
                 } else {
                     w
                 };
+                self.w_last = w;
                 if !stuck {
-                    // The epoch just ended: a converged CUBIC flow cut every T seconds peaks at
-                    // C·T³/(1 − β). The first interval runs from entering the mode: a part of
-                    // an epoch, so a lower bound on T.
-                    let last = self.last_overflow.unwrap_or(self.entered);
-                    if self.periods.len() == PERIODS {
-                        self.periods.pop_back();
+                    // An epoch just ended: a converged CUBIC flow cut every T seconds peaks at
+                    // C·T³/(1 − β). The time from entering the mode to the first overflow is
+                    // a part of an epoch, not one: T is measured from the second.
+                    if let Some(t) = self.epoch_ended(now) {
+                        let target = (nc * t.powi(3) / (1.0 - BETA)).min(MAX_JUMP * w);
+                        plateau = plateau.max(target);
                     }
-                    self.periods
-                        .push_front(now.saturating_since(last).as_secs_f64());
-                    self.last_overflow = Some(now);
-                    // (One period was just pushed: the mean is defined.)
-                    let t = self.periods.iter().sum::<f64>() / self.periods.len() as f64;
-                    self.deepest.set_window(
-                        DEEPEST_WINDOW.max(Duration::from_secs_f64(DEEPEST_PERIODS * t)),
-                    );
-                    // Bounded (MAX_JUMP): a missed event makes one period look twice as long
-                    // and the target eight times as high.
-                    let target = (nc * t.powi(3) / (1.0 - BETA)).min(MAX_JUMP * w);
-                    self.w_max = self.w_max.max(target);
                 }
-                self.w = (self.w_max * BETA).max(2.0);
-                self.k = (self.w_max * (1.0 - BETA) / nc).cbrt();
+                self.w_max = plateau;
+                // Every event cuts, as TCP does on every loss episode; the plateau is where
+                // the curve flattens (RFC 9438's K for a window that starts at β·W, not at
+                // β·W_max).
+                self.w = (w * BETA).max(2.0);
+                self.k = ((self.w_max - self.w).max(0.0) / nc).cbrt();
                 self.epoch = now;
-                self.episode_begins(now, stuck);
+                self.episode_begins(now);
             }
             None => {
                 let t = now.saturating_since(self.epoch).as_secs_f64();
@@ -435,17 +473,27 @@ mod tests {
         assert!(cut < 0.5 * followed, "{cut} {followed}");
     }
 
+    /// A queue that never falls after an overflow is still this flow's to cut when its own
+    /// packets keep being lost there; a full queue without loss (a CUBIC competitor on its
+    /// plateau, just below its last maximum) is not.
     #[test]
     fn a_queue_kept_full_with_nobody_cutting_is_cut_by_this_flow() {
         let srtt = Duration::from_millis(100);
-        let mut c = Compete::new(Instant::ZERO, 1.0, 80e6, srtt, PACKET, 0.1);
-        let mut t = Instant::ZERO;
-        let before = c.on_report(t, 0.1, srtt, srtt, false, None);
-        for _ in 0..400 {
-            t += Duration::from_millis(10);
-            c.on_report(t, 0.1, srtt, srtt, false, None);
-        }
-        assert!(c.last_event.is_some());
-        assert!(c.w < before * 0.1 / PACKET, "{} {}", c.w, before);
+        let run = |lost: bool| {
+            let mut c = Compete::new(Instant::ZERO, 1.0, 80e6, srtt, PACKET, 0.1);
+            let mut t = Instant::ZERO;
+            let mut events = 0;
+            for _ in 0..400 {
+                t += Duration::from_millis(10);
+                let before = c.last_event;
+                c.on_report(t, 0.1, srtt, srtt, lost, None);
+                events += usize::from(c.last_event != before);
+            }
+            events
+        };
+        // The first loss is the overflow; the queue never falls, so the next ones come every
+        // STILL_FULL_RTTS (1.5 s here).
+        assert_eq!(run(true), 3);
+        assert_eq!(run(false), 0);
     }
 }

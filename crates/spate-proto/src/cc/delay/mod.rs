@@ -630,6 +630,10 @@ impl RateControl for Delay {
     }
 
     fn on_sent(&mut self, now: Instant, _wire_bytes: u64, unused: Duration) {
+        // A drain in competitive mode (CUBIC's law) does not refill: the fast half overflowed
+        // the buffer while the law's events were suspended for the drain, and the competitor
+        // took every loss (`compete.rs`). BBR does not cut on loss; its law keeps the refill.
+        let no_refill = matches!(&self.mode, Mode::Competitive { law, .. } if !law.rate_based());
         if !unused.is_zero() {
             self.unused
                 .add(unused.as_secs_f64() * self.pacing_rate() as f64);
@@ -643,7 +647,10 @@ impl RateControl for Delay {
         } = &mut self.probe
         {
             let age = now.saturating_since(*start);
-            let (first, second) = kind.gains();
+            let (first, mut second) = kind.gains();
+            if no_refill && *kind == ProbeKind::Drain {
+                second = 1.0;
+            }
             *gain = if age < *half {
                 first
             } else if age < *half * 2 {
