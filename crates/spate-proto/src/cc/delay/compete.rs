@@ -40,8 +40,8 @@
 //!   at each event this flow aims its plateau at least at that maximum (at most twice its
 //!   window), and climbs back towards it faster than from its own last window. It still cuts
 //!   at every event, as TCP does at every loss episode: a flow that skipped the cut while
-//!   the competitor took it (as this one did until session 19, whenever its window was below
-//!   β times the converged maximum) raised its share at every missed or mistimed event.
+//!   the competitor took it (as an earlier version did whenever its window was below β times
+//!   the converged maximum; `docs/design.md`) raised its share at every mistimed event.
 //!   A competitor still above it is cut back by its own fast convergence.
 //!
 //! What the competitor sees of this flow matters as much. Its drains (every 8 s in this mode,

@@ -99,7 +99,10 @@
 //! A judged drain holds the queue empty 20 ms (two report gaps) so that a report sees it. In
 //! competitive mode the floor is kept (not left to expire into the competitor's standing
 //! queue) and the rate follows a paced CUBIC window cut when the competitor cuts (`compete.rs`
-//! has its nutshell) — unless the competitor is BBR, which does not cut on loss. A competing
+//! has its nutshell) — unless the competitor is BBR, which does not cut on loss. Its drains
+//! there do not refill (the slow half is not made up by a fast one): the fast half
+//! overflowed the buffer while the window law's events were suspended, and the competitor
+//! took those losses. A competing
 //! flow watches the queue, in either mode, for BBR's ProbeRTT: an empty queue, not of its own
 //! making, twice 9–12 s apart at the same delay floor (`dips.rs`). Seen within the last 36 s,
 //! it makes the competitive mode follow BBR's own law instead (`follow.rs`: bandwidth filter,
