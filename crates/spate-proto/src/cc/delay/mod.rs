@@ -99,10 +99,10 @@
 //! A judged drain holds the queue empty 20 ms (two report gaps) so that a report sees it. In
 //! competitive mode the floor is kept (not left to expire into the competitor's standing
 //! queue) and the rate follows a paced CUBIC window cut when the competitor cuts (`compete.rs`
-//! has its nutshell) — unless the competitor is BBR, which does not cut on loss. Its drains
-//! there do not refill (the slow half is not made up by a fast one): the fast half
-//! overflowed the buffer while the window law's events were suspended, and the competitor
-//! took those losses. A competing
+//! has its nutshell) — unless the competitor is BBR, which does not cut on loss. Under the
+//! CUBIC law the drains do not refill (the slow half is not made up by a fast one): the fast
+//! half overflowed the buffer while the law's events were suspended, and the competitor took
+//! those losses. A competing
 //! flow watches the queue, in either mode, for BBR's ProbeRTT: an empty queue, not of its own
 //! making, twice 9–12 s apart at the same delay floor (`dips.rs`). Seen within the last 36 s,
 //! it makes the competitive mode follow BBR's own law instead (`follow.rs`: bandwidth filter,
@@ -633,10 +633,6 @@ impl RateControl for Delay {
     }
 
     fn on_sent(&mut self, now: Instant, _wire_bytes: u64, unused: Duration) {
-        // A drain in competitive mode (CUBIC's law) does not refill: the fast half overflowed
-        // the buffer while the law's events were suspended for the drain, and the competitor
-        // took every loss (`compete.rs`). BBR does not cut on loss; its law keeps the refill.
-        let no_refill = matches!(&self.mode, Mode::Competitive { law, .. } if !law.rate_based());
         if !unused.is_zero() {
             self.unused
                 .add(unused.as_secs_f64() * self.pacing_rate() as f64);
@@ -650,10 +646,15 @@ impl RateControl for Delay {
         } = &mut self.probe
         {
             let age = now.saturating_since(*start);
-            let (first, mut second) = kind.gains();
-            if no_refill && *kind == ProbeKind::Drain {
-                second = 1.0;
-            }
+            let (first, second) = match (*kind, &self.mode) {
+                // A drain under CUBIC's law does not refill: the fast half overflowed the
+                // buffer while the law's events were suspended for the drain, and the
+                // competitor took every loss (`compete.rs`). BBR does not cut on loss.
+                (ProbeKind::Drain, Mode::Competitive { law, .. }) if !law.rate_based() => {
+                    (DRAIN_GAIN, 1.0)
+                }
+                (kind, _) => kind.gains(),
+            };
             *gain = if age < *half {
                 first
             } else if age < *half * 2 {
