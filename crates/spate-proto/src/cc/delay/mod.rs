@@ -287,12 +287,14 @@ impl ProbeKind {
 enum Probe {
     /// Not probing; next probe not before this time.
     Idle { next: Instant },
-    /// Sending faster from `start` for `half` an RTT, then slower for as long, then measuring;
-    /// `gain` is the current rate factor; `q0`, `d0`: queueing delay and delivery before.
+    /// Sending at `gains.0` × the rate from `start` for `half` an RTT, then at `gains.1` for as
+    /// long, then measuring; `gain` is the current rate factor; `q0`, `d0`: queueing delay and
+    /// delivery before.
     Up {
         kind: ProbeKind,
         start: Instant,
         half: Duration,
+        gains: (f64, f64),
         gain: f64,
         q0: f64,
         d0: f64,
@@ -546,15 +548,23 @@ impl Delay {
                         (2.0 * q + margin).min(rtt.as_secs_f64().max(DRAIN_MAX_HALF) + margin),
                     ),
                 };
+                let mut gains = kind.gains();
                 if let Mode::Competitive { law, .. } = &mut self.mode {
                     // Its queue falls and returns until about 2 RTTs after the drain's end.
                     law.quiet_until(now + half * 2 + rtt * 4);
+                    // A drain under CUBIC's law does not refill: the fast half overflowed the
+                    // buffer while the law's events were suspended for the drain, and the
+                    // competitor took every loss (`compete.rs`). BBR does not cut on loss.
+                    if !law.rate_based() {
+                        gains.1 = 1.0;
+                    }
                 }
                 self.probe = Probe::Up {
                     kind,
                     start: now,
                     half,
-                    gain: kind.gains().0,
+                    gains,
+                    gain: gains.0,
                     q0,
                     d0,
                     q_max: q,
@@ -638,27 +648,18 @@ impl RateControl for Delay {
                 .add(unused.as_secs_f64() * self.pacing_rate() as f64);
         }
         if let Probe::Up {
-            kind,
             start,
             half,
+            gains,
             gain,
             ..
         } = &mut self.probe
         {
             let age = now.saturating_since(*start);
-            let (first, second) = match (*kind, &self.mode) {
-                // A drain under CUBIC's law does not refill: the fast half overflowed the
-                // buffer while the law's events were suspended for the drain, and the
-                // competitor took every loss (`compete.rs`). BBR does not cut on loss.
-                (ProbeKind::Drain, Mode::Competitive { law, .. }) if !law.rate_based() => {
-                    (DRAIN_GAIN, 1.0)
-                }
-                (kind, _) => kind.gains(),
-            };
             *gain = if age < *half {
-                first
+                gains.0
             } else if age < *half * 2 {
-                second
+                gains.1
             } else {
                 1.0
             };
