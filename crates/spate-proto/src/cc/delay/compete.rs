@@ -10,8 +10,9 @@
 //!         or this flow's loss with the queue full; one event per episode (4 RTTs, and the
 //!         queue must fall by `fall` before the next), except this flow's loss after 15 RTTs
 //!         of a queue that stayed full (nobody else cuts: this flow cuts alone)
-//! q_full  the deepest queue seen in the last max(20 s, 3·T): the buffer's size once it has
-//!         overflowed; base: the path's RTT without queue
+//! q_full  the deepest delay level (floor + queue) seen in the last max(20 s, 3·T), less the
+//!         floor now: the buffer's size once it has overflowed, however the floor moved since;
+//!         base: the path's RTT without queue
 //! T       seconds between the last overflows (mean of the last 2 intervals; none before
 //!         the second)
 //! W(t)    a CUBIC window in packets, t = time since the last event (RFC 9438):
@@ -116,6 +117,11 @@ const DEEPEST_WINDOW: Duration = Duration::from_secs(20);
 /// (`scripts/tcp-robustness.sh`, 4×BDP, 70 ms, joining after 15 s, 180 s).
 const DEEPEST_PERIODS: f64 = 3.0;
 
+/// The delay level of queue `q` (s) over the floor `floor` (µs), µs.
+fn level(q: f64, floor: i64) -> i64 {
+    floor.saturating_add((q * 1e6) as i64)
+}
+
 /// The state of competitive mode.
 #[derive(Debug, Clone)]
 pub struct Compete {
@@ -138,13 +144,21 @@ pub struct Compete {
     last_event: Option<Instant>,
     /// When the queue was last seen full (cleared by an event).
     full_at: Option<Instant>,
-    /// Since when it has been full at its deepest without a break, and how deep that was.
+    /// Since when it has been full at its deepest without a break, and how deep that was
+    /// (the delay level, s, as in `deepest`).
     full_since: Option<(Instant, f64)>,
     /// The last event that was an overflow (not this flow cutting alone): periods run
     /// between these.
     last_overflow: Option<Instant>,
-    /// Queueing delays seen, µs: their maximum over [`DEEPEST_WINDOW`] or [`DEEPEST_PERIODS`]
-    /// is `q_full`, the full buffer.
+    /// Delay levels seen, µs: the one-way delay on the feedback's clock (the delay floor
+    /// plus the queue), not the queue. Their maximum over [`DEEPEST_WINDOW`] or
+    /// [`DEEPEST_PERIODS`], less the floor now, is `q_full`, the full buffer. Kept as levels
+    /// because the floor moves: a queue kept as measured then read a full buffer as 84 ms
+    /// while the floor was one value and as 68 ms once it had risen by 16 ms — short of full
+    /// by more than the slack for good, so no event, no cut, for 21 s of overflows (emulator,
+    /// `fair` joining kernel CUBIC in a 4×BDP buffer: 66–68 % of the link). The level is on
+    /// the two ends' clocks: a drift of 50 ppm between them moves it 1 ms in 20 s, inside
+    /// [`FULL_SLACK`].
     deepest: WindowedMax,
     /// No events before this: the queue still shows this flow's own drain.
     quiet_until: Instant,
@@ -159,8 +173,15 @@ pub struct Compete {
 
 impl Compete {
     /// Enter competitive mode at `now`, sending at `rate` (bits/s) with smoothed RTT `srtt`;
-    /// `q` is the queueing delay now (s).
-    pub fn new(now: Instant, n: f64, rate: f64, srtt: Duration, packet_bits: f64, q: f64) -> Self {
+    /// `q` is the queueing delay now (s), measured from the delay floor `floor` (µs).
+    pub fn new(
+        now: Instant,
+        n: f64,
+        rate: f64,
+        srtt: Duration,
+        packet_bits: f64,
+        (q, floor): (f64, i64),
+    ) -> Self {
         let w = (rate * srtt.as_secs_f64() / packet_bits).max(2.0);
         Compete {
             n,
@@ -178,7 +199,7 @@ impl Compete {
             last_overflow: None,
             deepest: {
                 let mut m = WindowedMax::new(DEEPEST_WINDOW);
-                m.push(now, (q * 1e6) as i64);
+                m.push(now, level(q, floor));
                 m
             },
             // The rate has just changed: the next RTTs' queue shows the change, not a cut.
@@ -218,23 +239,33 @@ impl Compete {
 
     /// Whether this report shows an event (see the module doc), and if so whether this flow
     /// cuts alone (a queue stuck full: no period is measured).
-    /// `q`: queueing delay, `base`: the path's RTT without queue, `rtt`: smoothed RTT (s).
-    fn event(&mut self, now: Instant, q: f64, rtt: f64, base: f64, lost: bool) -> Option<bool> {
+    /// `q`: queueing delay measured from the delay floor `floor` (µs), `base`: the path's RTT
+    /// without queue, `rtt`: smoothed RTT (s).
+    fn event(
+        &mut self,
+        now: Instant,
+        (q, floor): (f64, i64),
+        rtt: f64,
+        base: f64,
+        lost: bool,
+    ) -> Option<bool> {
         let age =
             |t: Option<Instant>| t.map_or(f64::MAX, |t| now.saturating_since(t).as_secs_f64());
-        self.deepest.push(now, (q * 1e6) as i64);
-        let q_full = self.deepest.get(now).map_or(q, |us| us as f64 / 1e6).max(q);
+        self.deepest.push(now, level(q, floor));
+        let full_level = self.deepest.get(now).unwrap_or(level(q, floor));
+        let q_full = (full_level.saturating_sub(floor) as f64 / 1e6).max(q);
+        let full_level = full_level as f64 / 1e6;
         // Still filling (by more than measurement noise since it became full): not stuck.
         if self
             .full_since
-            .is_some_and(|(_, at)| q_full > at + FULL_SLACK)
+            .is_some_and(|(_, at)| full_level > at + FULL_SLACK)
         {
-            self.full_since = Some((now, q_full));
+            self.full_since = Some((now, full_level));
         }
         let slack = (q_full * FULL_FRACTION).max(FULL_SLACK);
         if q >= q_full - slack {
             self.full_at = Some(now);
-            self.full_since.get_or_insert((now, q_full));
+            self.full_since.get_or_insert((now, full_level));
         } else {
             self.full_since = None;
         }
@@ -278,13 +309,13 @@ impl Compete {
         Some(t)
     }
 
-    /// A report: queueing delay `q` (s), smoothed RTT, the RTT now (the path's minimum plus
-    /// `q`), whether it reported loss, the delivery rate `delivered` (bits/s). Returns the rate
-    /// to pace at.
+    /// A report: queueing delay `q` (s) and the delay floor it is measured from (µs), smoothed
+    /// RTT, the RTT now (the path's minimum plus `q`), whether it reported loss, the delivery
+    /// rate `delivered` (bits/s). Returns the rate to pace at.
     pub fn on_report(
         &mut self,
         now: Instant,
-        q: f64,
+        (q, floor): (f64, i64),
         srtt: Duration,
         rtt_now: Duration,
         lost: bool,
@@ -295,7 +326,7 @@ impl Compete {
         self.follow
             .observe(now, rtt, q, rtt_now, delivered, self.rate_based);
         let base = (rtt_now.as_secs_f64() - q).max(0.0);
-        let event = self.event(now, q, rtt, base, lost);
+        let event = self.event(now, (q, floor), rtt, base, lost);
         if self.rate_based {
             if event.is_some() {
                 self.episode_begins(now);
@@ -358,8 +389,8 @@ mod tests {
     #[test]
     fn the_rate_entered_with_is_kept_at_first() {
         let srtt = Duration::from_millis(100);
-        let mut c = Compete::new(Instant::ZERO, 1.0, 40e6, srtt, PACKET, 0.05);
-        let r = c.on_report(Instant::ZERO, 0.05, srtt, srtt, false, None);
+        let mut c = Compete::new(Instant::ZERO, 1.0, 40e6, srtt, PACKET, (0.05, 0));
+        let r = c.on_report(Instant::ZERO, (0.05, 0), srtt, srtt, false, None);
         assert!((r / 40e6 - 1.0).abs() < 0.01, "{r}");
     }
 
@@ -384,7 +415,7 @@ mod tests {
             } else {
                 0.08
             };
-            rate = c.on_report(*t, q, srtt, srtt, loss, None);
+            rate = c.on_report(*t, (q, 0), srtt, srtt, loss, None);
         }
         rate
     }
@@ -394,7 +425,7 @@ mod tests {
         // Loss in every report, but the queue never near its deepest: no events, and the
         // window probes upward as CUBIC's does.
         let srtt = Duration::from_millis(100);
-        let mut c = Compete::new(Instant::ZERO, 1.0, 40e6, srtt, PACKET, 0.1);
+        let mut c = Compete::new(Instant::ZERO, 1.0, 40e6, srtt, PACKET, (0.1, 0));
         let mut t = Instant::ZERO;
         let rate = drive(&mut c, &mut t, 5.0, 0.0, true);
         assert!(rate > 40e6, "{rate}");
@@ -405,7 +436,7 @@ mod tests {
         let srtt = Duration::from_millis(100);
         // Entering far below: after some epochs of 4 s the window peaks at 0.4·64/0.3 ≈ 85
         // packets, as a CUBIC flow cut every 4 s does.
-        let mut c = Compete::new(Instant::ZERO, 1.0, 1e6, srtt, PACKET, 0.1);
+        let mut c = Compete::new(Instant::ZERO, 1.0, 1e6, srtt, PACKET, (0.1, 0));
         let mut t = Instant::ZERO;
         drive(&mut c, &mut t, 40.05, 4.0, false);
         let expect = C_CUBIC * 64.0 / (1.0 - BETA);
@@ -415,7 +446,7 @@ mod tests {
             c.w_max
         );
         // `high` follows two flows' window.
-        let mut h = Compete::new(Instant::ZERO, 2.0, 1e6, srtt, PACKET, 0.1);
+        let mut h = Compete::new(Instant::ZERO, 2.0, 1e6, srtt, PACKET, (0.1, 0));
         let mut t = Instant::ZERO;
         drive(&mut h, &mut t, 40.05, 4.0, false);
         assert!(
@@ -432,12 +463,12 @@ mod tests {
     #[test]
     fn a_reading_deeper_than_the_buffer_is_forgotten() {
         let srtt = Duration::from_millis(100);
-        let mut c = Compete::new(Instant::ZERO, 1.0, 80e6, srtt, PACKET, 0.118);
+        let mut c = Compete::new(Instant::ZERO, 1.0, 80e6, srtt, PACKET, (0.118, 0));
         let mut t = Instant::ZERO;
         let mut first = None;
         for i in 0..3000 {
             t += Duration::from_millis(10);
-            c.on_report(t, 0.101, srtt, srtt, true, None);
+            c.on_report(t, (0.101, 0), srtt, srtt, true, None);
             if c.last_event.is_some() && first.is_none() {
                 first = Some(i);
             }
@@ -447,13 +478,44 @@ mod tests {
         assert!(first >= 1990, "{first}");
     }
 
+    /// The delay floor moves (a window expires, a drain finds a lower minimum): the full
+    /// buffer is the same delay level, read as a shorter queue. It must still be full.
+    #[test]
+    fn a_floor_that_rises_does_not_hide_the_full_buffer() {
+        let srtt = Duration::from_millis(100);
+        let mut c = Compete::new(Instant::ZERO, 1.0, 40e6, srtt, PACKET, (0.1, 0));
+        let mut t = Instant::ZERO;
+        let mut events_after = 0;
+        // Overflows every 4 s (full for 100 ms with this flow's loss, then a cut to 60 ms);
+        // after 12 s the floor rises by 16 ms and every reading falls by as much.
+        for i in 0..2400 {
+            t += Duration::from_millis(10);
+            let phase = i % 400;
+            let level = if phase < 10 {
+                0.1
+            } else if phase < 15 {
+                0.06
+            } else {
+                0.08
+            };
+            let risen = i >= 1200;
+            let floor = if risen { 16_000 } else { 0 };
+            let q = level - floor as f64 / 1e6;
+            let before = c.last_event;
+            c.on_report(t, (q, floor), srtt, srtt, phase < 10, None);
+            events_after += usize::from(risen && c.last_event != before);
+        }
+        // Overflows at 16, 20 and 24 s: each is an event.
+        assert_eq!(events_after, 3);
+    }
+
     /// BBR's gain cycle drops the queue from full every few RTTs: events the window law cuts
     /// for each time, and the rate-based law does not.
     #[test]
     fn a_rate_based_competitor_is_followed_not_cut_for() {
         let srtt = Duration::from_millis(100);
         let run = |rate_based: bool| {
-            let mut c = Compete::new(Instant::ZERO, 1.0, 40e6, srtt, PACKET, 0.1);
+            let mut c = Compete::new(Instant::ZERO, 1.0, 40e6, srtt, PACKET, (0.1, 0));
             if rate_based {
                 c.set_rate_based();
             }
@@ -462,7 +524,7 @@ mod tests {
             for i in 0..1000 {
                 t += Duration::from_millis(10);
                 let q = if i % 50 < 10 { 0.1 } else { 0.06 };
-                rates.push(c.on_report(t, q, srtt, srtt, false, Some(40e6)));
+                rates.push(c.on_report(t, (q, 0), srtt, srtt, false, Some(40e6)));
             }
             assert!(c.last_event.is_some(), "no events seen");
             rates[500..].iter().sum::<f64>() / 500.0
@@ -480,13 +542,13 @@ mod tests {
     fn a_queue_kept_full_with_nobody_cutting_is_cut_by_this_flow() {
         let srtt = Duration::from_millis(100);
         let run = |lost: bool| {
-            let mut c = Compete::new(Instant::ZERO, 1.0, 80e6, srtt, PACKET, 0.1);
+            let mut c = Compete::new(Instant::ZERO, 1.0, 80e6, srtt, PACKET, (0.1, 0));
             let mut t = Instant::ZERO;
             let mut events = 0;
             for _ in 0..400 {
                 t += Duration::from_millis(10);
                 let before = c.last_event;
-                c.on_report(t, 0.1, srtt, srtt, lost, None);
+                c.on_report(t, (0.1, 0), srtt, srtt, lost, None);
                 events += usize::from(c.last_event != before);
             }
             events

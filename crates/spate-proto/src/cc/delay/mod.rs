@@ -489,7 +489,7 @@ impl Delay {
                     self.rate.max(share.min(self.cap)),
                     srtt,
                     self.packet_bits,
-                    q.max(deepest),
+                    (q.max(deepest), floor),
                 ),
                 floor,
                 next_drain: now + COMPETE_DRAIN_EVERY,
@@ -773,7 +773,7 @@ impl RateControl for Delay {
             Some(_) if probing => {}
             _ if self.is_competing() => {
                 if let Mode::Competitive { law, .. } = &mut self.mode {
-                    self.rate = law.on_report(now, q, s.srtt, rtt, s.lost_bytes > 0, d);
+                    self.rate = law.on_report(now, (q, base_owd), s.srtt, rtt, s.lost_bytes > 0, d);
                 }
                 self.last_steered = d.unwrap_or(self.last_steered);
                 self.settled_since = None;
