@@ -179,7 +179,8 @@ fn joining_share(flow: &str, against: &str, bdp: f64, rtt_ms: f64, start_s: f64)
 /// model's fix alone 48 % and 67 %, with the other alone 84 % and 89 %, with both 61 % and
 /// 65 %. Over these 16 runs 40–77 % and 53–82 % after those fixes, 47–71 % and 55–68 % since
 /// session 19's (every event cuts; drains do not refill; cuts measured against the whole
-/// window; no cut alone without loss). (The full level's own test is
+/// window; no cut alone without loss), 46–71 % and 52–68 % since session 20's (the full level
+/// kept as a delay level, not over a floor that moves). (The full level's own test is
 /// `a_reading_deeper_than_the_buffer_is_forgotten`.)
 #[test]
 fn competing_flows_neither_starve_cubic_nor_starve_around_the_matrix() {

@@ -251,10 +251,11 @@ impl Compete {
     ) -> Option<bool> {
         let age =
             |t: Option<Instant>| t.map_or(f64::MAX, |t| now.saturating_since(t).as_secs_f64());
-        self.deepest.push(now, level(q, floor));
-        let full_level = self.deepest.get(now).unwrap_or(level(q, floor));
-        let q_full = (full_level.saturating_sub(floor) as f64 / 1e6).max(q);
-        let full_level = full_level as f64 / 1e6;
+        let now_us = level(q, floor);
+        self.deepest.push(now, now_us);
+        let full_us = self.deepest.get(now).unwrap_or(now_us);
+        let q_full = (full_us.saturating_sub(floor) as f64 / 1e6).max(q);
+        let full_level = full_us as f64 / 1e6;
         // Still filling (by more than measurement noise since it became full): not stuck.
         if self
             .full_since
