@@ -211,7 +211,8 @@ fn shares_around_the_matrix(against: &str, fair: (f64, f64), high: (f64, f64)) {
 /// Next to BBR (the model) `fair` and `high` recognise it by its ProbeRTT and follow its law
 /// (`cc/delay/dips.rs`, `follow.rs`). Before, `fair` got 8 % of a 1xBDP buffer and 93 % of a
 /// 4xBDP one (BBR first), `high` 8 % and 82 %. `high` joining BBR 10 s late in a 1xBDP
-/// buffer recognises it only at 53 s and gets 25 %.
+/// buffer recognised it only at 53 s and got 25-28 % until its stale-floor probe stopped
+/// taking BBR's full buffer into its floor (`cc/delay/mod.rs`, session 21): 66 %.
 #[test]
 fn fair_and_high_share_with_bbr_on_its_terms() {
     for b in ["1bdp", "4bdp"] {
@@ -223,12 +224,7 @@ fn fair_and_high_share_with_bbr_on_its_terms() {
                 "fair {b} {s}: competed only {competing} s"
             );
             let (high, _) = spate_share(&format!("high-bbr-{b}-{s}.toml"));
-            let bound = if (b, s) == ("1bdp", "tcp-first") {
-                0.20..=0.75
-            } else {
-                0.55..=0.75
-            };
-            assert!(bound.contains(&high), "high {b} {s}: {high}");
+            assert!((0.55..=0.75).contains(&high), "high {b} {s}: {high}");
             let (low, _) = spate_share(&format!("low-bbr-{b}-{s}.toml"));
             assert!(low <= 0.10, "low {b} {s}: {low}");
         }

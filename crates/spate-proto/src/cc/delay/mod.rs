@@ -72,7 +72,10 @@
 //!   [`PROBE_MIN_INTERVAL`]) with the queue settled near target, the flow sends 15 % faster for
 //!   half an RTT and 15 % slower for another half (rate-neutral). If delivery rises by nearly
 //!   15 % while the queue does not rise, the queue was not real and the floor is re-based.
-//!   The rate is held during any probe: its reports describe the probe, not the path.
+//!   The rate is held during any probe: its reports describe the probe, not the path. A full
+//!   drop-tail buffer does not rise either, and gives a small flow nearly all of its bump; a
+//!   flow that may compete therefore takes a probe that lost packets for an overflow, not a
+//!   stale floor.
 //!
 //! * **Short paths.** With reports every 10 ms a path of 100 µs RTT could double its rate only
 //!   once per report, the delay window being 10 ms: 110–150 ms from 10 Mbit/s to 20 Gbit/s.
@@ -303,6 +306,8 @@ enum Probe {
         d_max: f64,
         /// A drain whose outcome decides the mode.
         judged: bool,
+        /// This flow reported loss about the probe's packets.
+        lost: bool,
     },
 }
 
@@ -507,6 +512,7 @@ impl Delay {
         floor: i64,
         d: Option<f64>,
         steady: bool,
+        lost: bool,
     ) {
         let competing = self.is_competing();
         let (verdict, drained) = match &mut self.probe {
@@ -571,6 +577,7 @@ impl Delay {
                     q_min: f64::MAX,
                     d_max: 0.0,
                     judged,
+                    lost: false,
                 };
                 return;
             }
@@ -584,6 +591,7 @@ impl Delay {
                 q_min,
                 d_max,
                 judged,
+                lost: lost_during,
                 ..
             } => {
                 let age = now.saturating_since(*start);
@@ -592,6 +600,7 @@ impl Delay {
                     *q_max = q_max.max(q);
                     *q_min = q_min.min(q);
                     *d_max = d_max.max(d.unwrap_or(0.0));
+                    *lost_during |= lost;
                 }
                 if age < (rtt * 2).max(*half * 2) {
                     return;
@@ -613,8 +622,16 @@ impl Delay {
                 let queue_grew = *q_max > *q0 + STALE_QUEUE_NOISE.max(0.005 * rtt.as_secs_f64());
                 // Delivery must rise by nearly the whole bump: on a full link shared with
                 // others, FIFO service gives this flow only part of its extra rate.
+                // A full drop-tail buffer cannot grow either, and a small flow's share of it
+                // grows with what it sends: next to BBR holding a 1×BDP buffer full, a joining
+                // `high` flow took the 50 ms standing queue into its floor, read it as empty
+                // for 10 s and saw none of BBR's ProbeRTT dips. What overflows loses packets;
+                // a flow that may compete therefore does not call its floor stale when the
+                // bump lost any (random loss only delays the verdict to a later probe).
+                let overflowed = self.compete_as > 0.0 && *lost_during;
                 let stale = *kind == ProbeKind::Stale
                     && !queue_grew
+                    && !overflowed
                     && *d_max > *d0 * (1.0 + PROBE_GAIN * 0.85);
                 (stale, drained)
             }
@@ -825,7 +842,7 @@ impl RateControl for Delay {
             .rate
             .clamp(self.floor.max(crate::pacer::MIN_RATE_BPS as f64), self.cap);
         self.sent.push(now, self.rate);
-        self.probe_step(now, rtt, s.srtt, q, base_owd, d, steady);
+        self.probe_step(now, rtt, s.srtt, q, base_owd, d, steady, s.lost_bytes > 0);
     }
 
     fn mode(&self) -> super::RateMode {
