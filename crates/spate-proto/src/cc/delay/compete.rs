@@ -251,9 +251,9 @@ impl Compete {
     ) -> Option<bool> {
         let age =
             |t: Option<Instant>| t.map_or(f64::MAX, |t| now.saturating_since(t).as_secs_f64());
-        let now_us = level(q, floor);
-        self.deepest.push(now, now_us);
-        let full_us = self.deepest.get(now).unwrap_or(now_us);
+        let level_now = level(q, floor);
+        self.deepest.push(now, level_now);
+        let full_us = self.deepest.get(now).unwrap_or(level_now);
         let q_full = (full_us.saturating_sub(floor) as f64 / 1e6).max(q);
         let full_level = full_us as f64 / 1e6;
         // Still filling (by more than measurement noise since it became full): not stuck.
