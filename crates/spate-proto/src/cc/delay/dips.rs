@@ -5,7 +5,8 @@
 //! ```text
 //! empty  q < max(1 ms, 5 % of the deepest queue of the last 10 s), unless this flow made it
 //!        empty: its probes and drains, and two RTTs after them (then nothing counts until
-//!        the queue has filled again)
+//!        the queue has filled again) — but a queue still empty when that time ends, having
+//!        been empty since the probe, is someone else's: its dip began when it emptied
 //! dip    an empty queue that lasts ≥ 100 ms
 //! BBR    two dips 9–12 s apart, at the same delay floor (within 50 µs)
 //! ```
@@ -57,6 +58,8 @@ pub struct Dips {
     last: Option<Instant>,
     /// The queue was last made empty by this flow: no dip until it fills again.
     own: bool,
+    /// Since when the queue has been empty while this flow's probe might explain it.
+    own_empty_since: Option<Instant>,
     /// The delay floor q was measured from at the end of the last dip, µs.
     last_floor: Option<i64>,
 }
@@ -72,10 +75,24 @@ impl Dips {
             // Until the queue fills again, its emptiness may be this flow's doing.
             self.own = true;
             self.empty_since = None;
+            self.own_empty_since = if empty {
+                self.own_empty_since.or(Some(now))
+            } else {
+                None
+            };
             return false;
         }
         if !empty {
             self.own = false;
+            self.own_empty_since = None;
+        } else if let (true, Some(since)) = (self.own, self.own_empty_since.take()) {
+            // By two RTTs after this flow's probe a queue it emptied has filled again. Still
+            // empty since the probe: someone else holds it empty (BBR's ProbeRTT began while
+            // the probe was under way, 0.6 s after a flow joined it in the emulator, and
+            // recognition waited for two more, 22 s).
+            self.own = false;
+            self.empty_since = Some(since);
+            return false;
         }
         match (empty, self.empty_since) {
             (true, None) => {
@@ -151,17 +168,41 @@ mod tests {
         }
     }
 
+    /// BBR's ProbeRTT that begins while this flow probes: the queue is still empty when the
+    /// probe's time is over, so the dip is BBR's and counts from when the queue emptied.
+    #[test]
+    fn a_probe_rtt_that_began_during_this_flows_probe_still_counts() {
+        let mut d = Dips::default();
+        let mut seen = None;
+        for i in 0..3000u64 {
+            let t = i as f64 * 0.01;
+            let phase = (t + 5.0) % 10.3;
+            let q = if phase < 0.3 { 0.0 } else { 0.030 };
+            // This flow's probe starts 50 ms before the first dip and its time ends 0.15 s
+            // into it.
+            let own = (5.25..5.45).contains(&t);
+            let now = Instant::ZERO + Duration::from_secs_f64(t);
+            if d.on_report(now, q, 0.050, 0, own) {
+                seen = Some(t);
+                break;
+            }
+        }
+        let t = seen.expect("not recognised");
+        assert!((15.0..16.0).contains(&t), "{t}");
+    }
+
     #[test]
     fn an_empty_queue_of_this_flows_making_does_not_count() {
-        // Every 10.3 s this flow drains (or its floor rises) for 50 ms, and the queue reads
-        // empty for 300 ms from then.
+        // Every 10.3 s this flow drains and the queue reads empty for 300 ms from then; it
+        // has filled again before the probe's time (the probe and two RTTs after it, here
+        // 400 ms) is over.
         let mut d = Dips::default();
         for i in 0..6000u64 {
             let t = i as f64 * 0.01;
             let phase = t % 10.3;
             let q = if phase < 0.3 { 0.0 } else { 0.030 };
             let now = Instant::ZERO + Duration::from_secs_f64(t);
-            assert!(!d.on_report(now, q, 0.05, 0, phase < 0.05), "{t}");
+            assert!(!d.on_report(now, q, 0.05, 0, phase < 0.4), "{t}");
         }
     }
 }
