@@ -25,7 +25,9 @@
 //! one set. (Requiring the floor not to move *during* the dip was too strict: the floor's 10 s
 //! window expires just before BBR's next ProbeRTT, so it rises and falls back around every
 //! dip, and three runs of 48 never recognised BBR.) With the rule, 1 run of the 48 around
-//! `scenarios/tcp` (`fair` and `high` joining CUBIC, 180 s) took CUBIC for BBR.
+//! `scenarios/tcp` (`fair` and `high` joining CUBIC, 180 s) took CUBIC for BBR; since a dip
+//! may begin during the flow's own probe, so does `fair` joining 15 s late in a 4×BDP buffer
+//! at 70 ms (`docs/results/tcp/README.md`).
 //!
 //! What it misses: a BBR flow whose queue never empties because something else holds one (in
 //! a 4×BDP buffer next to this flow's CUBIC-like window BBR's ProbeRTT removes only its own
