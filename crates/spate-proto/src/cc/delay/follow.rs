@@ -27,9 +27,10 @@
 //! ratio of their effective gains, steeply: against the BBR model over the same 24 paths, with
 //! this law in force from entering competitive mode (before the stretch below), `fair` held
 //! 48–73 % at k = 1.0 (11 of 24 within 40–60 %), 50–66 % at 0.98, 49–57 % at 0.96 (24 of 24),
-//! 41–53 % at 0.94, and 15–31 % at 0.9. BBR itself paces at 0.99 of its estimate, and this flow's samples (the receiver's
-//! delivery rate, averaged) read a few per cent above BBR's per-ACK ones; 0.96 is the middle
-//! of the flat part. `high` at 1.0 held 56–77 % (23 of 24 within 55–75 %).
+//! 41–53 % at 0.94, and 15–31 % at 0.9. BBR itself paces at 0.99 of its estimate, and this
+//! flow's samples (the receiver's delivery rate, averaged) read a few per cent above BBR's
+//! per-ACK ones; 0.96 is the middle of the flat part. `high` at 1.0 held 56–77 % (23 of 24
+//! within 55–75 %).
 //!
 //! **The in-flight allowance follows the competitor's.** Two flows that each hold at most
 //! `2 · bw · RTprop` in flight hold the RTT at `2 · (1 + ε) · RTprop`, where `ε` is the larger

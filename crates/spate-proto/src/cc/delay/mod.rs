@@ -110,8 +110,8 @@
 //! making, twice 9–12 s apart at the same delay floor (`dips.rs`). Seen within the last 36 s,
 //! it makes the competitive mode follow BBR's own law instead (`follow.rs`: bandwidth filter,
 //! gain cycle, in-flight cap, ProbeRTT). Entering, the flow starts from half the larger of
-//! the path's rate measured by the drain (bits it removed / how far the queue fell) and its own peak delivery
-//! of the last 30 s (two thirds for `high`).
+//! the path's rate measured by the drain (bits it removed / how far the queue fell) and its
+//! own peak delivery of the last 30 s (two thirds for `high`).
 //!
 //! Why it is off by default: the drain test needs the other Spate flows to drain at the same
 //! moment, which they do when their delay floors were taken together (flows that start
