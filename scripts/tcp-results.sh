@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Reproduce docs/results/tcp/ (issue 19): Spate sharing 100 Mbit/s, 50 ms with kernel CUBIC
-# and BBR in the real-time emulator (the scenarios/tcp matrix, 24 runs of 60 s), the TCP
-# models' validation paths in the emulator (kernel) and the simulator (model), and the
-# matrix in the simulator. Needs root and scripts/lab-setup.sh; about 30 minutes.
+# and BBR in the real-time emulator (the scenarios/tcp matrix, 24 runs of 60 s, and 3 runs
+# next to CUBIC with random loss), the TCP models' validation paths in the emulator (kernel)
+# and the simulator (model), and the matrix in the simulator. Needs root and
+# scripts/lab-setup.sh; about 35 minutes.
 # OUT overrides the directory; ONLY=pattern limits the emulator runs (e.g. ONLY=fair-cubic).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"

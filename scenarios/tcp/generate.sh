@@ -3,7 +3,9 @@
 # fair and high with `compete = true`) and one kernel TCP flow (CUBIC or BBR) on 100 Mbit/s,
 # 50 ms RTT, a drop-tail buffer of 1 or 4 BDP (50 or 200 ms), started together or with TCP
 # first and Spate 10 s later; 60 s, shares measured over the last 30 s. All run in both the
-# simulator (its TCP models) and the emulator (kernel TCP through iperf3).
+# simulator (its TCP models) and the emulator (kernel TCP through iperf3). Then the issue's
+# random-loss check: `fair` next to CUBIC with 0.1, 1 and 2 % random loss must not get less
+# than half (random loss is not congestion; CUBIC is the one it slows).
 # Usage: scenarios/tcp/generate.sh
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -42,4 +44,31 @@ TOML
       done
     done
   done
+done
+for loss in 0.1 1 2; do
+  cat > "fair-cubic-1bdp-loss${loss}.toml" <<TOML
+# Issue 19: Spate fair and kernel cubic share 100 Mbit/s, 50 ms, 1xBDP buffer, ${loss} % random loss; together.
+# Bound: random loss does not slow Spate below its share: at least 50 % of the last 30 s.
+name = "fair vs cubic, 1xBDP, loss ${loss} pct"
+seed = 1
+duration_s = 60.0
+fairness_from_s = 30.0
+
+[[path.phase]]
+at_s = 0.0
+rate_mbps = 100.0
+rtt_ms = 50.0
+queue_ms = 50.0
+loss = $(awk "BEGIN { print ${loss} / 100 }")
+
+[[flow]]
+start_s = 0.0
+protocol = "spate"
+policy = "fair"
+compete = true
+
+[[flow]]
+start_s = 0.0
+protocol = "cubic"
+TOML
 done

@@ -149,6 +149,18 @@ fn random_loss_does_not_make_a_competing_flow_yield() {
     let share = r.flows[0].share.unwrap();
     assert!(share > 0.9, "{share}");
     assert!(r.flows[0].window_goodput_mbps.unwrap() > 85.0);
+    // The check, up to 2 %, on the scenarios the emulator runs too: never below half
+    // (0.1 %: 91.8 %, 88.5 Mbit/s; 1 %: 97.4 %; 2 %: 98.2 %, 92.8 Mbit/s).
+    for loss in ["0.1", "1", "2"] {
+        let r = file(&format!("fair-cubic-1bdp-loss{loss}.toml"));
+        let f = &r.flows[0];
+        assert!(f.share.unwrap() >= 0.5, "{loss} %: {:?}", f.share);
+        assert!(
+            f.window_goodput_mbps.unwrap() > 85.0,
+            "{loss} %: {:?} Mbit/s",
+            f.window_goodput_mbps
+        );
+    }
 }
 
 #[test]
