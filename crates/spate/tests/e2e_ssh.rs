@@ -49,33 +49,59 @@ impl Sshd {
             assert!(st.success());
         }
         fs::copy(d.join("id.pub"), d.join("authorized_keys")).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let config = format!(
-            "Port {port}\nListenAddress 127.0.0.1\nHostKey {0}/host\nAuthorizedKeysFile \
-             {0}/authorized_keys\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n\
-             KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile {0}/sshd.pid\n",
-            d.display()
-        );
-        fs::write(d.join("sshd_config"), config).unwrap();
         let _ = fs::create_dir_all("/run/sshd");
-        let child = Command::new(sshd)
-            .args(["-D", "-e", "-f"])
-            .arg(d.join("sshd_config"))
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let s = Sshd { child, dir, port };
-        // Wait until it accepts connections.
-        let end = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < end, "sshd did not start");
-            std::thread::sleep(Duration::from_millis(50));
+        // The port is picked by binding port 0 and letting it go, so a test running alongside
+        // can be handed the same one before this sshd binds it. That sshd then fails to bind
+        // and exits, while a probe of the port reaches the other test's server — and this
+        // test's ssh is refused once that test ends (seen in CI). The pid file is written
+        // only after sshd has bound its port, so it tells this server from the other's; a
+        // server that exited is started again on another port.
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let pid_file = d.join("sshd.pid");
+            let _ = fs::remove_file(&pid_file);
+            let config = format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {0}/host\nAuthorizedKeysFile \
+                 {0}/authorized_keys\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n\
+                 KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile {1}\n",
+                d.display(),
+                pid_file.display()
+            );
+            fs::write(d.join("sshd_config"), config).unwrap();
+            let mut child = Command::new(sshd)
+                .args(["-D", "-e", "-f"])
+                .arg(d.join("sshd_config"))
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let pid = child.id().to_string();
+            let end = Instant::now() + Duration::from_secs(10);
+            let listening = loop {
+                if fs::read_to_string(&pid_file).is_ok_and(|p| p.trim() == pid) {
+                    break true;
+                }
+                if child.try_wait().unwrap().is_some() {
+                    break false;
+                }
+                assert!(Instant::now() < end, "sshd did not start");
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            if !listening {
+                continue;
+            }
+            let s = Sshd { child, dir, port };
+            // Wait until it accepts connections.
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(Instant::now() < end, "sshd did not accept connections");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            return Some(s);
         }
-        Some(s)
+        panic!("sshd exited five times: is something else taking its ports?");
     }
 
     /// The `--ssh` command that reaches it.
