@@ -92,6 +92,29 @@ fn spate_and_cubic_side_by_side() {
     }
     let csv = std::fs::read_to_string(dir.path().join("emu-short-spate.csv")).unwrap();
     assert!(csv.lines().count() > 70, "100 ms rows for 8 s");
+    // Spate's pacing rate comes from its progress lines: nearly every bin has one, and it is
+    // of the order of the 100 Mbit/s path (the column was all zeros before).
+    let col = csv
+        .lines()
+        .next()
+        .and_then(|h| h.split(',').position(|c| c == "flow0_rate_mbps"))
+        .expect("rate column");
+    let rates: Vec<f64> = csv
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(col)?.parse().ok())
+        .collect();
+    let shown = rates.iter().filter(|&&r| r > 0.0).count();
+    assert!(
+        shown * 10 >= rates.len() * 9,
+        "rate in {shown} of {} bins",
+        rates.len()
+    );
+    let top = rates.iter().copied().fold(0.0, f64::max);
+    assert!(
+        (50.0..1000.0).contains(&top),
+        "highest pacing rate {top} Mbit/s"
+    );
     let table = lab().arg("report").arg(dir.path()).output().unwrap();
     let table = String::from_utf8(table.stdout).unwrap();
     assert!(

@@ -103,8 +103,9 @@ enum End {
         /// `spate send --sealers auto`).
         #[arg(long)]
         sealers: Option<usize>,
-        /// Print `{"delivered": BYTES}` once a second (the emulator stops the sender at the end
-        /// of a run and keeps its last count).
+        /// Print `{"t": S, "delivered": BYTES, "mode": M, "rate_bps": R}` every 100 ms and at
+        /// each change of mode (the emulator stops the sender at the end of a run, keeps its
+        /// last count, and draws the mode and pacing rate over time).
         #[arg(long)]
         progress: bool,
     },
@@ -327,17 +328,18 @@ fn spate_send(
     progress: bool,
 ) -> Result<Moved> {
     let (start, mut last, mut last_mode) = (Instant::now(), Instant::now(), None);
-    // Once a second, and whenever the rate controller changes mode: the emulator draws the
-    // mode over time from these lines (`t` is seconds since this program started).
+    // Every 100 ms (the lab's series bin), and whenever the rate controller changes mode: the
+    // emulator draws the pacing rate and the mode over time from these lines (`t` is seconds
+    // since this program started).
     let mut report = |s: &spate_proto::Sender| {
         let mode = s.rate_mode();
-        if progress && (last.elapsed() >= Duration::from_secs(1) || last_mode != Some(mode)) {
+        if progress && (last.elapsed() >= Duration::from_millis(100) || last_mode != Some(mode)) {
             last = Instant::now();
             last_mode = Some(mode);
             println!(
                 "{}",
                 json!({ "t": start.elapsed().as_secs_f64(), "delivered": s.stats().delivered_bytes,
-                        "mode": mode.name() })
+                        "mode": mode.name(), "rate_bps": s.pacing_rate() })
             );
         }
     };

@@ -249,7 +249,7 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
     let end_i = spate_proto::Instant::from_nanos(end.as_nanos() as u64);
     for (i, f) in s.flows.iter().enumerate() {
         if let Some(p) = senders[i].as_ref() {
-            record_modes(&mut measured.rec, i, f.start, end, p);
+            record_progress(&mut measured.rec, i, f.start, end, p);
         }
     }
     let series = measured.rec.series(&s.schedule, end_i);
@@ -373,10 +373,11 @@ fn failure(p: &Proc) -> String {
     format!("{} exited with an error: {}", p.what, tail.join(" / "))
 }
 
-/// Spate's sender prints its rate controller's mode with the seconds since it started
-/// (`bench-end spate-send --progress`); mark each mode from its line to the next in the
-/// recorder's bins, so the series and the plot show it.
-fn record_modes(
+/// Spate's sender prints its rate controller's mode and pacing rate with the seconds since it
+/// started, every 100 ms (`bench-end spate-send --progress`); mark each mode from its line to
+/// the next in the recorder's bins, and each rate in its line's bin, so the series and the
+/// plot show them.
+fn record_progress(
     rec: &mut spate_sim::Recorder,
     flow: usize,
     start: Duration,
@@ -386,35 +387,36 @@ fn record_modes(
     let Ok(text) = std::fs::read_to_string(&p.out) else {
         return;
     };
-    let marks: Vec<(f64, spate_proto::RateMode)> = text
+    let marks: Vec<(f64, spate_proto::RateMode, Option<u64>)> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter_map(|v| {
             let t = v.get("t")?.as_f64()?;
-            Some((t, spate_proto::RateMode::parse(v.get("mode")?.as_str()?)?))
+            let mode = spate_proto::RateMode::parse(v.get("mode")?.as_str()?)?;
+            Some((t, mode, v.get("rate_bps").and_then(|r| r.as_u64())))
         })
         .collect();
     let end_s = end.as_secs_f64();
-    for (k, &(t, mode)) in marks.iter().enumerate() {
+    let at = |s: f64| spate_proto::Instant::from_nanos((s * 1e9) as u64);
+    for (k, &(t, mode, rate)) in marks.iter().enumerate() {
         let from = start.as_secs_f64() + t;
         let to = marks
             .get(k + 1)
             .map_or(end_s, |n| start.as_secs_f64() + n.0)
             .min(end_s);
-        let mut at = from;
-        while at < to {
-            rec.on_mode(
-                flow,
-                spate_proto::Instant::from_nanos((at * 1e9) as u64),
-                mode,
-            );
-            at += rec.fine.as_secs_f64();
+        if let Some(rate) = rate.filter(|_| from < end_s) {
+            rec.on_sent(flow, at(from), rate);
+        }
+        let mut t = from;
+        while t < to {
+            rec.on_mode(flow, at(t), mode);
+            t += rec.fine.as_secs_f64();
         }
     }
 }
 
 /// What the sender reported moving: Spate's bench end prints `bytes` when done and
-/// `delivered` (acknowledged by the receiver) every second; iperf3's JSON has the receiver's
+/// `delivered` (acknowledged by the receiver) every 100 ms; iperf3's JSON has the receiver's
 /// byte count; UDT's helper prints `bytes`.
 fn app_bytes(p: &Proc) -> Option<u64> {
     let text = std::fs::read_to_string(&p.out).ok()?;
