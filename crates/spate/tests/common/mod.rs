@@ -95,12 +95,26 @@ impl Drop for Serve {
     }
 }
 
+/// A UDP port on 127.0.0.1 for a test server, free when checked.
+///
+/// Taken below Linux's ephemeral range (32768–60999 by default), one after another from a
+/// per-process start: a port the kernel hands out for `bind(0)` — as the old version of this
+/// did, and as every client socket does — can be handed to a parallel test's client between
+/// this check and the server's own bind, which then fails with "address in use". Below the
+/// range only this counter hands ports out, and tests of one binary share it.
 pub fn free_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id() % 1000 * 12;
+    for _ in 0..SPAN {
+        let port = (LOW + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN) as u16;
+        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free UDP port in {LOW}..{}", LOW + SPAN);
 }
 
 pub fn serve(root: &Path, port: u16) -> Serve {
