@@ -38,6 +38,8 @@ struct Outcome {
     written: u64,
     /// Every object byte-exact (held bytes pre-filled, received bytes written).
     exact: bool,
+    /// How long the sender said it was waiting for the receiver's HAVE.
+    awaited_have: Duration,
 }
 
 /// Run a session over a 5 ms link. The receiver's application holds `held` and answers a
@@ -79,6 +81,7 @@ fn run(
     let mut written = 0;
     let mut manifest_at = None;
     let mut have_dropped = !drop_first_have;
+    let mut awaited_have = Duration::ZERO;
     let end = Instant::from_millis(30_000);
     let mut now = Instant::ZERO;
     while now < end {
@@ -120,7 +123,11 @@ fn run(
                 }
             }
         }
+        let before = now;
         now = now.max(next.min(end));
+        if sender.awaiting_have() {
+            awaited_have += now.saturating_since(before);
+        }
         let (due, rest): (Vec<_>, Vec<_>) = wire.drain(..).partition(|w| w.0 <= now);
         wire = rest;
         for (_, to_rx, mut bytes) in due {
@@ -154,6 +161,7 @@ fn run(
         stats: *sender.stats(),
         written,
         exact,
+        awaited_have,
     }
 }
 
@@ -183,6 +191,13 @@ fn resume_skips_held_bytes_and_delivers_exactly() {
     let o = run(true, true, &HELD, Duration::from_secs(1), true);
     assert_completed(&o);
     assert!(o.exact);
+    // The sender says it waits for the receiver while the receiver looks (1 s), and until
+    // the resent HAVE arrives; then no longer.
+    assert!(
+        (Duration::from_secs(1)..Duration::from_secs(3)).contains(&o.awaited_have),
+        "{:?}",
+        o.awaited_have
+    );
     assert_eq!(o.stats.resumed_bytes, held_bytes());
     assert_eq!(o.stats.delivered_bytes, total() - held_bytes());
     // Partly held chunks are sent whole: at most one extra chunk per held range boundary.
@@ -218,6 +233,7 @@ fn a_receiver_that_does_not_offer_resume_gets_everything() {
 fn a_sender_that_does_not_ask_gets_no_have() {
     let o = run(false, true, &HELD, Duration::ZERO, false);
     assert_completed(&o);
+    assert_eq!(o.awaited_have, Duration::ZERO);
     assert_eq!(o.stats.resumed_bytes, 0);
     assert_eq!(o.written, total());
 }

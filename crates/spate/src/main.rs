@@ -297,7 +297,8 @@ struct SendArgs {
     /// Print the final statistics as JSON on stdout; `--json=events` streams one JSON object
     /// per line instead, for automation: "start", "progress" (every 500 ms: bytes, files,
     /// rate, ETA, and "waiting_for": "receiver_disk" or "source_disk" with "waiting_share"
-    /// when a disk, not the network, held the transfer back at least a quarter of the time),
+    /// when a disk, not the network, held the transfer back at least a quarter of the time,
+    /// or "receiver_check" while a resuming receiver checks its partial files),
     /// "file" (each file or directory delivered), and
     /// "done" (the statistics, with "first_data_s" and "file_bytes_read") or "error" (message
     /// and exit code).

@@ -9,7 +9,9 @@ use crate::rate::format_rate;
 
 /// What held the sender back, when it was not the network: the share of the time since the
 /// last sample that new data waited for the receiver's disk (its Write Limit, spec §7.4) or
-/// for this side's disk (the reader), from the sender's counters.
+/// for this side's disk (the reader), from the sender's counters; or, resuming, that the
+/// receiver has not yet said what it holds (it reads and hashes its partial files first,
+/// which takes a while for large ones).
 #[derive(Debug, Default)]
 pub struct Holdups {
     last: Option<(std::time::Instant, u64, u64)>,
@@ -17,13 +19,18 @@ pub struct Holdups {
 
 impl Holdups {
     /// `("receiver_disk" | "source_disk", share of the time)` since the last call, when that
-    /// share is at least a quarter.
+    /// share is at least a quarter; `("receiver_check", 1.0)` while a resuming receiver has
+    /// not yet said what it holds.
     pub fn sample(&mut self, s: &Sender) -> Option<(&'static str, f64)> {
         let st = s.stats();
         let now = std::time::Instant::now();
-        let (t0, w0, r0) = self
+        let last = self
             .last
-            .replace((now, st.write_limit_us, st.source_wait_us))?;
+            .replace((now, st.write_limit_us, st.source_wait_us));
+        if s.awaiting_have() {
+            return Some(("receiver_check", 1.0));
+        }
+        let (t0, w0, r0) = last?;
         let span = now.duration_since(t0).as_micros().max(1) as f64;
         let write = (st.write_limit_us - w0) as f64 / span;
         let read = (st.source_wait_us - r0) as f64 / span;
@@ -91,12 +98,20 @@ impl Progress {
             format_rate(s.pacing_rate() as f64),
             s.rtt().smoothed().as_secs_f64() * 1e3
         );
-        if let Some((what, share)) = self.holdups.borrow_mut().sample(s) {
-            let what = what.replace("_disk", "'s disk");
-            msg = format!(
-                "{msg}  (waiting for the {what} {:.0} % of the time)",
-                share * 100.0
-            );
+        match self.holdups.borrow_mut().sample(s) {
+            Some(("receiver_check", _)) => {
+                msg = format!(
+                    "{msg}  (resuming: the receiver is checking the partial files it holds)"
+                );
+            }
+            Some((what, share)) => {
+                let what = what.replace("_disk", "'s disk");
+                msg = format!(
+                    "{msg}  (waiting for the {what} {:.0} % of the time)",
+                    share * 100.0
+                );
+            }
+            None => {}
         }
         if !self.names.is_empty() {
             let (done, total) = s.entries_delivered();

@@ -368,6 +368,12 @@ impl Sender {
         self.cc.pacing_rate()
     }
 
+    /// Resuming, and the receiver's HAVE (what it already holds, §8.3) has not arrived: the
+    /// receiver is still reading and hashing its partial files, and file data waits.
+    pub fn awaiting_have(&self) -> bool {
+        self.have_pending
+    }
+
     /// How the rate controller is sharing the path right now.
     pub fn rate_mode(&self) -> crate::cc::RateMode {
         self.cc.mode()
