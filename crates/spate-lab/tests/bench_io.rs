@@ -52,6 +52,18 @@ fn bench_io_measures_every_row() {
             .find(|r| r["path"] == *path && r["test"].as_str().unwrap().starts_with("Spate file"))
             .unwrap();
         assert!(file["note"].as_str().unwrap().contains("BLAKE3"), "{file}");
+        // The disk limit is the median of as many new-file writes as Spate runs, after one.
+        let write = rows
+            .iter()
+            .find(|r| r["path"] == *path && r["test"].as_str().unwrap().starts_with("tmpfs write"))
+            .unwrap();
+        assert!(
+            write["note"]
+                .as_str()
+                .unwrap()
+                .contains("median of 2 such files after a first"),
+            "{write}"
+        );
     }
     if !root {
         assert!(v["skipped"].to_string().contains("needs root"), "{v}");

@@ -82,6 +82,19 @@ pub fn fresh_write(path: &Path, size: u64) -> Result<(f64, f64)> {
     measured
 }
 
+/// Whether this machine is a VM that returns freed pages to its host (virtio-balloon with
+/// `VIRTIO_BALLOON_F_REPORTING`, feature bit 5 in sysfs's feature string): the host then
+/// unmaps them, and the next write into them pays a first touch again.
+pub fn free_page_reporting() -> bool {
+    let Ok(dir) = std::fs::read_dir("/sys/bus/virtio/drivers/virtio_balloon") else {
+        return false;
+    };
+    dir.flatten().any(|d| {
+        std::fs::read_to_string(d.path().join("features"))
+            .is_ok_and(|f| f.as_bytes().get(5) == Some(&b'1'))
+    })
+}
+
 /// BLAKE3 over one 1 MiB block in cache, `bytes` in all: Gbit/s and CPU-seconds per Gbit
 /// (what hashing each byte once costs an end, without the memory traffic of reaching it).
 pub fn hash(bytes: u64) -> Result<(f64, f64)> {
