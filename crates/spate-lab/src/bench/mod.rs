@@ -330,7 +330,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     // this VM was given (the hypervisor then maps every page), and a VM that returns freed
     // pages to its host (virtio-balloon free page reporting) may pay it again later. On the
     // project machine successive 2 GiB writes went at 3.0, 20.6, 5.0, 5.3, 9.6 and 4.0 Gbit/s
-    // in one minute and at 18.5–22.0 in fifteen writes the next: one second write (this row
+    // in one minute and at 15.6–22.0 in fifteen writes the next: one second write (this row
     // until session 25) is a sample, not the limit. The median of several is steadier.
     let limit = dir.path().join("limit.bin");
     let first = floor::fresh_write(&limit, a.size)?.0;
