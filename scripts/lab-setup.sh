@@ -9,6 +9,8 @@
 #   libudt-dev, g++         UDT4; this script builds lab/udt/spate-udt.cpp into /usr/local/bin
 #   openssh-server/client   tests/e2e_ssh.rs starts a private sshd on loopback
 #   nftables                a blocked UDP port in the ssh tests
+#   libxdp-dev, libbpf-dev, gcc, ethtool   scripts/afxdp-forwarder.sh builds an AF_XDP
+#                           forwarder (lab/afxdp) to compare with the lab's TUN forwarder
 #   rattan 0.1.1            an emulator nobody here wrote: spate-lab calibrate --rattan
 #                           compares the lab's emulator with it (a cargo build, 5-15 min once)
 set -euo pipefail
@@ -23,6 +25,10 @@ command -v globus-url-copy >/dev/null || missing+=(globus-gass-copy-progs)
 [ -x /usr/sbin/globus-gridftp-server ] || missing+=(globus-gridftp-server-progs)
 [ -e /usr/include/udt/udt.h ] || missing+=(libudt-dev)
 command -v g++ >/dev/null || missing+=(g++)
+command -v gcc >/dev/null || missing+=(gcc)
+command -v ethtool >/dev/null || missing+=(ethtool)
+[ -e /usr/include/xdp/xsk.h ] || missing+=(libxdp-dev)
+[ -e /usr/include/bpf/libbpf.h ] || missing+=(libbpf-dev)
 if ((${#missing[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
