@@ -32,13 +32,9 @@ work="$(mktemp -d)"
 fwd="$work/spate-xsk-fwd"
 gcc -O2 -Wall -o "$fwd" "$here/lab/afxdp/spate-xsk-fwd.c" -lxdp -lbpf
 
-cleanup() {
-    for ns in sxa sxb sxf; do ip netns del "$ns" 2> /dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-cleanup_ns() { for ns in sxa sxb sxf; do ip netns del "$ns" 2> /dev/null || true; done; }
-cleanup_ns
+remove_namespaces() { for ns in sxa sxb sxf; do ip netns del "$ns" 2> /dev/null || true; done; }
+trap 'remove_namespaces; rm -rf "$work"' EXIT
+remove_namespaces
 for ns in sxa sxb sxf; do
     ip netns add "$ns"
     ip -n "$ns" link set lo up

@@ -168,10 +168,15 @@ int main(int argc, char **argv)
 		err = open_port(&b, argv[2], XDP_FLAGS_DRV_MODE);
 	if (err) {
 		fprintf(stderr, "native XDP failed (%s); trying generic (skb) mode\n", strerror(-err));
-		if (a.xsk)
-			xsk_socket__delete(a.xsk);
-		if (a.umem)
-			xsk_umem__delete(a.umem);
+		struct port *ports[2] = { &a, &b };
+		for (int i = 0; i < 2; i++) {
+			if (ports[i]->xsk)
+				xsk_socket__delete(ports[i]->xsk);
+			if (ports[i]->umem)
+				xsk_umem__delete(ports[i]->umem);
+			if (ports[i]->area && ports[i]->area != MAP_FAILED)
+				munmap(ports[i]->area, (size_t)FRAMES * FRAME_SIZE);
+		}
 		memset(&a, 0, sizeof a);
 		memset(&b, 0, sizeof b);
 		mode = "generic";
