@@ -334,12 +334,11 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     // until session 25) is a sample, not the limit. The median of several is steadier.
     let limit = dir.path().join("limit.bin");
     let first = floor::fresh_write(&limit, a.size)?.0;
-    let mut writes = (0..a.repeat.max(1))
+    let writes = (0..a.repeat.max(1))
         .map(|_| floor::fresh_write(&limit, a.size))
         .collect::<Result<Vec<_>>>()?;
     let list: Vec<String> = writes.iter().map(|w| num(w.0, 1, "")).collect();
-    writes.sort_by(|x, y| x.0.total_cmp(&y.0));
-    let (gbps, cpu) = writes[(writes.len() - 1) / 2];
+    let (gbps, cpu) = median_by(writes, |w| w.0);
     rows.push(Row {
         path: place.name,
         test: TMPFS_WRITE,
@@ -348,7 +347,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         note: format!(
             "one process writing a new file in 256 KiB writes, as Spate's receiver does; median \
              of {} such files after a first ({} Gbit/s): {} Gbit/s{}",
-            writes.len(),
+            list.len(),
             num(first, 2, ""),
             list.join(", "),
             if floor::free_page_reporting() {
@@ -471,8 +470,7 @@ fn repeated(
         runs.push(row(path, test, &s, &r, note(&s, &r)));
     }
     let gbps: Vec<f64> = runs.iter().map(|r| r.gbps).collect();
-    runs.sort_by(|a, b| a.gbps.total_cmp(&b.gbps));
-    let mut median = runs.swap_remove((runs.len() - 1) / 2);
+    let mut median = median_by(runs, |r| r.gbps);
     if gbps.len() > 1 {
         let list: Vec<String> = gbps.iter().map(|g| num(*g, 1, "")).collect();
         median.note = format!(
@@ -484,6 +482,13 @@ fn repeated(
         median.runs = gbps;
     }
     Ok(median)
+}
+
+/// The median of `items` by `key` (the lower middle one for an even count); `items` must not
+/// be empty.
+fn median_by<T>(mut items: Vec<T>, key: impl Fn(&T) -> f64) -> T {
+    items.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    items.swap_remove((items.len() - 1) / 2)
 }
 
 /// A file of `size` pseudo-random bytes (written in 1 MiB blocks).
