@@ -1,6 +1,7 @@
 //! `spate-lab bench-io` runs end to end at a tiny scale: every row is measured (or says why
-//! not), Spate's transfers complete (each twice: the row is the median run), and the veth pair is used when root — skipped with a
-//! message otherwise. Speeds are not asserted: that is what the benchmark is for.
+//! not), Spate's transfers complete (each twice: the row is the median run), and the veth pair
+//! and the throttled disk are used when root — skipped with a message otherwise. Speeds are
+//! not asserted: that is what the benchmark is for.
 
 use std::process::Command;
 
@@ -64,6 +65,27 @@ fn bench_io_measures_every_row() {
                 .contains("median of 2 such files after a first"),
             "{write}"
         );
+    }
+    // As root, file → file onto a throttled disk, against that disk's limit from the same run
+    // (where the kernel has what that disk needs: the row says so otherwise).
+    let disk = rows
+        .iter()
+        .find(|r| r["test"] == "Spate file → file (throttled disk)")
+        .unwrap_or_else(|| panic!("no throttled-disk row: {v}"));
+    let note = disk["note"].as_str().unwrap();
+    if note.starts_with("not measured: needs") {
+        eprintln!("SKIPPED the throttled disk: {note}");
+        assert!(!root || !note.contains("needs root"), "{disk}");
+    } else {
+        for test in ["Spate file → file (throttled disk)", "throttled disk write"] {
+            let r = rows
+                .iter()
+                .find(|r| r["test"].as_str().unwrap().starts_with(test))
+                .unwrap_or_else(|| panic!("no {test} row: {v}"));
+            let g = r["goodput_gbps"].as_f64().unwrap_or(0.0);
+            assert!(g > 0.0, "{test}: {r}");
+        }
+        assert!(note.contains("% of the disk's limit"), "{disk}");
     }
     if !root {
         assert!(v["skipped"].to_string().contains("needs root"), "{v}");

@@ -392,6 +392,7 @@ fn spate_send(
         "first_data_s": r.first_data_s,
         "file_bytes_read": r.file_bytes_read,
         "loop_cpu_s": r.loop_cpu_s,
+        "disk_wait_s": r.stats.write_limit_us as f64 / 1e6,
     });
     Ok((r.stats.delivered_bytes, r.seconds, extra))
 }

@@ -21,11 +21,12 @@ pub const B_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 213, 0, 2));
 
 /// Run `ip` with arguments; an error carries its stderr.
 pub fn ip(args: &[&str]) -> Result<()> {
-    run("ip", args)
+    run("ip", args).map(drop)
 }
 
-/// Run a setup program to completion; an error names it and carries its stderr.
-pub fn run(program: &str, args: &[&str]) -> Result<()> {
+/// Run a setup program to completion: its trimmed stdout; an error names it and carries its
+/// stderr.
+pub fn run(program: &str, args: &[&str]) -> Result<String> {
     let out = Command::new(program)
         .args(args)
         .output()
@@ -37,7 +38,7 @@ pub fn run(program: &str, args: &[&str]) -> Result<()> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    Ok(())
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 impl VethPair {
