@@ -395,24 +395,18 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         runs: vec![],
         start: None,
     });
-    let root = dir.path().join("dst");
-    std::fs::create_dir(&root)?;
-    let root_s = root.to_string_lossy().into_owned();
-    let src_s = src.to_string_lossy().into_owned();
-    let copy = root.join("src.bin");
-    let mut short = false;
-    let mut file_row = repeated(place.name, FILE, a.repeat, retx, || {
-        // Each run writes a new file, as the first did (an existing one would be skipped).
-        let _ = std::fs::remove_file(&copy);
-        let ends = pair(
+    // One Spate transfer of the file `src` into the directory `root`.
+    let mut transfer = |root: &str, src: &str| {
+        pair(
             place,
             exe,
-            &recv(&["--root", &root_s]),
-            &send(&["--file", &src_s]),
-        )?;
-        short |= std::fs::metadata(&copy).map(|m| m.len()).ok() != Some(a.size);
-        Ok(ends)
-    })?;
+            &recv(&["--root", root]),
+            &send(&["--file", src]),
+        )
+    };
+    let root = dir.path().join("dst");
+    let (mut file_row, short) =
+        file_runs(place.name, FILE, a.repeat, retx, &src, &root, &mut transfer)?;
     file_row.note = if short {
         "the copy is missing or short!".to_owned()
     } else {
@@ -441,14 +435,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     }
     rows.push(file_row);
     if a.disk_rate > 0 {
-        let disk = slow_disk_rows(place, dir.path(), a, |root, src| {
-            pair(
-                place,
-                exe,
-                &recv(&["--root", root]),
-                &send(&["--file", src]),
-            )
-        });
+        let disk = slow_disk_rows(place, dir.path(), a, &mut transfer);
         match disk {
             Ok(mut two) => rows.append(&mut two),
             Err(e) => rows.push(Row {
@@ -473,7 +460,7 @@ fn slow_disk_rows(
     place: &Place<'_>,
     tmpfs: &Path,
     a: &BenchArgs,
-    mut transfer: impl FnMut(&str, &str) -> Result<(Value, Value)>,
+    transfer: &mut impl FnMut(&str, &str) -> Result<(Value, Value)>,
 ) -> Result<Vec<Row>> {
     if let Some(why) = slow_disk::unavailable() {
         bail!("{why}");
@@ -495,17 +482,8 @@ fn slow_disk_rows(
     let list: Vec<String> = writes.iter().map(|w| num(w.0, 3, "")).collect();
     let (limit_gbps, limit_cpu) = median_by(writes, |w| w.0);
     let root = disk.root().join("dst");
-    std::fs::create_dir(&root)?;
-    let root_s = root.to_string_lossy().into_owned();
-    let src_s = src.to_string_lossy().into_owned();
-    let copy = root.join("disk-src.bin");
-    let mut short = false;
-    let mut file = repeated(place.name, DISK_FILE, a.repeat, held, || {
-        let _ = std::fs::remove_file(&copy);
-        let ends = transfer(&root_s, &src_s)?;
-        short |= std::fs::metadata(&copy).map(|m| m.len()).ok() != Some(size);
-        Ok(ends)
-    })?;
+    let (mut file, short) =
+        file_runs(place.name, DISK_FILE, a.repeat, held, &src, &root, transfer)?;
     let _ = std::fs::remove_file(&src);
     file.note = if short {
         "the copy is missing or short!".to_owned()
@@ -535,6 +513,32 @@ fn slow_disk_rows(
     };
     drop(disk);
     Ok(vec![file, write])
+}
+
+/// `repeat` Spate transfers of the file `src` into a new directory `root` (each run writes a
+/// new file, as the first did: an existing one would be skipped) by `transfer(root, src)`:
+/// the median run's row (`repeated`), and whether any copy came out missing or short.
+fn file_runs(
+    path: &'static str,
+    test: &'static str,
+    repeat: u32,
+    note: impl Fn(&Value, &Value) -> String,
+    src: &Path,
+    root: &Path,
+    transfer: &mut impl FnMut(&str, &str) -> Result<(Value, Value)>,
+) -> Result<(Row, bool)> {
+    std::fs::create_dir(root)?;
+    let size = std::fs::metadata(src)?.len();
+    let copy = root.join(src.file_name().context("the source has no file name")?);
+    let (root_s, src_s) = (root.to_string_lossy(), src.to_string_lossy());
+    let mut short = false;
+    let row = repeated(path, test, repeat, note, || {
+        let _ = std::fs::remove_file(&copy);
+        let ends = transfer(&root_s, &src_s)?;
+        short |= std::fs::metadata(&copy).map(|m| m.len()).ok() != Some(size);
+        Ok(ends)
+    })?;
+    Ok((row, short))
 }
 
 /// [`retx`], and how long the receiver's Write Limit held the sender (spec §7.4): what a disk
