@@ -117,6 +117,21 @@ struct Row {
     start: Option<(f64, f64)>,
 }
 
+impl Row {
+    /// A test that could not run here, and why (its numbers show as dashes).
+    fn unmeasured(path: &'static str, test: &'static str, why: &anyhow::Error) -> Row {
+        Row {
+            path,
+            test,
+            gbps: f64::NAN,
+            cpu_per_gbit: (f64::NAN, f64::NAN),
+            note: format!("not measured: {why:#}"),
+            runs: vec![],
+            start: None,
+        }
+    }
+}
+
 /// Where the ends run: loopback (no namespace) or the two namespaces of a veth pair.
 struct Place<'a> {
     name: &'static str,
@@ -209,15 +224,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     eprintln!("[{}] TCP cubic (iperf3), {secs} s …", place.name);
     match tcp(place, port, a.seconds) {
         Ok(r) => rows.push(r),
-        Err(e) => rows.push(Row {
-            path: place.name,
-            test: "TCP cubic (iperf3)",
-            gbps: f64::NAN,
-            cpu_per_gbit: (f64::NAN, f64::NAN),
-            note: format!("not measured: {e:#}"),
-            runs: vec![],
-            start: None,
-        }),
+        Err(e) => rows.push(Row::unmeasured(place.name, "TCP cubic (iperf3)", &e)),
     }
 
     // Fresh identities for the two ends (every Spate session is authenticated, spec §9).
@@ -438,15 +445,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         let disk = slow_disk_rows(place, dir.path(), a, &mut transfer);
         match disk {
             Ok(mut two) => rows.append(&mut two),
-            Err(e) => rows.push(Row {
-                path: place.name,
-                test: DISK_FILE,
-                gbps: f64::NAN,
-                cpu_per_gbit: (f64::NAN, f64::NAN),
-                note: format!("not measured: {e:#}"),
-                runs: vec![],
-                start: None,
-            }),
+            Err(e) => rows.push(Row::unmeasured(place.name, DISK_FILE, &e)),
         }
     }
     Ok(())
