@@ -188,6 +188,21 @@ fn random_loss_does_not_make_a_competing_flow_yield() {
     }
 }
 
+/// A handover to a longer path (`scenarios/tcp/fair-compete-longer-path.toml`) leaves the
+/// flow's delay floor below the new minimum: 5 ms of one-way "queue" that no drain can empty.
+/// Until session 27 a flow that may compete took it for a competitor's standing queue and
+/// followed CUBIC's law into the new bottleneck's buffer for 12.4 s (queue p95 35.2 ms after
+/// the step; FASP scenario 1 and RLNC A1/A2 with `compete = true` alike). The drain now tells
+/// the two apart: alone, the queue stops falling once this flow's own data has left it; next
+/// to a competitor it falls for the whole slow half.
+#[test]
+fn a_flow_that_may_compete_does_not_take_a_longer_path_for_a_competitor() {
+    let r = file("fair-compete-longer-path.toml");
+    assert_eq!(r.flows[0].competitive_mode_s, Some(0.0));
+    let p95 = r.phases[1].queue_delay_ms.p95;
+    assert!(p95 < 15.0, "queue p95 {p95} ms after the step");
+}
+
 #[test]
 fn spate_flows_that_start_together_do_not_compete_with_each_other() {
     let r = two("compete = true", "compete = true", 50.0, 0.0, 0);

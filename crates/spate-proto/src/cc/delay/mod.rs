@@ -92,12 +92,26 @@
 //! yields) switches to competitive mode (`compete.rs`) when a drain cannot empty the queue:
 //!
 //! ```text
-//!             judged drain leaves q_min > q0/4          (every 8 s while delay-based;
+//!             judged drain leaves q_min > q0/4,
+//!             still falling at its end                  (every 8 s while delay-based;
 //!   ┌───────┐ ─────────────────────────────────────►  ┌─────────────┐   a drain is judged
 //!   │ delay │                                          │ competitive │   when it starts
 //!   └───────┘ ◄─────────────────────────────────────  └─────────────┘   from q0 ≥ 2 ms,
 //!             two judged drains in a row empty it       (drains every 8 s) at most every 4 s)
 //! ```
+//!
+//! A drain that leaves a queue standing but *bottomed out* — the queue fell by at most twice
+//! this flow's own target, never rose, stayed flat for the last 40 % of the slow half, and
+//! lies at most half as deep as the deepest queue of the last 30 s — is not a competitor's
+//! queue: with a competitor holding a standing queue, the queue falls by what this flow
+//! holds back for as long as it holds back. Alone on a path that got longer (a handover),
+//! this flow's own data leaves the queue and what stays is the extra propagation delay under
+//! a stale floor, which the floor's 10 s window then takes in. Such a drain changes nothing
+//! (sessions 26–27; before, FASP scenario 1 and RLNC A1/A2 with `compete = true` followed
+//! CUBIC's law into the new bottleneck's buffer for 12 s). The depth condition keeps a
+//! buffer that a competitor holds full from passing for a bottom: kernel BBR in a 1×BDP
+//! buffer keeps it near the top, and a drain there also stops falling once this flow's part
+//! has left.
 //!
 //! A judged drain holds the queue empty 20 ms (two report gaps) so that a report sees it. In
 //! competitive mode the floor is kept (not left to expire into the competitor's standing
@@ -117,8 +131,9 @@
 //! moment, which they do when their delay floors were taken together (flows that start
 //! together). Flows that started seconds apart drain one at a time, each leaves the others'
 //! α standing, and each takes the others for a competitor (four `fair` flows started 2 s apart
-//! at 200 Mbit/s: Jain 0.88 instead of 0.9995); so does a flow whose floor went stale when the
-//! path got longer. `docs/design.md` ("Sharing with TCP") lists what was tried.
+//! at 200 Mbit/s: Jain 0.88 instead of 0.9995). (A flow whose floor went stale when the path
+//! got longer did too, until drains that bottom out were told apart, above.)
+//! `docs/design.md` ("Sharing with TCP") lists what was tried.
 //!
 //! What it deliberately ignores: ECN (not yet reported), per-packet delay variation (one
 //! sample per feedback; the minimum over three reports rejects transient spikes), and BBR
@@ -240,6 +255,37 @@ const EMPTIED_FRACTION: f64 = 0.25;
 /// follow each other (until the delay floor is seen again) start from the little the first
 /// one left.
 const JUDGED_FROM: f64 = 0.002;
+/// A judged drain's queue "bottomed out" when, after this fraction of the slow half, it
+/// neither fell further nor rose by more than [`FLAT_FALL`] of its whole fall (or
+/// [`STALE_QUEUE_NOISE`]). The slow half lasts `2q + 20 ms`, and this flow's own part of `q`
+/// leaves in about twice its own part at half rate, so alone on a path that got longer (a
+/// phantom queue `q − q_own`) the queue bottoms out before 60 % of the half and stays there;
+/// next to a standing queue it falls to the end, or rises where the competitor grows into it
+/// (BBR's probing phase).
+const FLAT_AFTER: f64 = 0.6;
+/// See [`FLAT_AFTER`]: a tenth of the fall leaves room for the delay filter's lag and noise.
+const FLAT_FALL: f64 = 0.1;
+/// ... and only when the queue fell by at most this multiple of this flow's own target,
+/// `8α / rate`, and never rose above where it started: alone, its own part is all there is
+/// to fall, and with a phantom under it the flow holds less than that — nothing at all when
+/// the phantom exceeds its target (FASP scenario 1 after the step: 9.1 ms of phantom, a
+/// 6.1 ms target, a drain that moved nothing). A queue that fell far more (the competitor's
+/// cut during the drain) or rose (the competitor growing into the buffer) says nothing about
+/// the floor.
+const OWN_FALL: f64 = 2.0;
+/// ... and only when that bottom lies at most this fraction of the deepest queue of the last
+/// [`BOTTOM_PEAK_WINDOW`]. A drop-tail buffer held full by a competitor that does not yield
+/// (kernel BBR in a 1×BDP buffer, whose in-flight cap is twice the BDP) also stops falling
+/// once this flow's part has left, but near the top of what the buffer ever held; a stale
+/// floor's phantom lies well below the queue that the step to the slower, longer path built
+/// (session 26: without this, `fair` next to kernel BBR in 1×BDP fell from 47–49 % to 23–28 %,
+/// because entry came late and missed the ProbeRTTs `dips.rs` recognises BBR by).
+const BOTTOM_BELOW_PEAK: f64 = 0.5;
+/// Window of the deepest queue [`BOTTOM_BELOW_PEAK`] compares with, longer than the floor's
+/// window: the first judged drain after a handover comes when the floor is [`DRAIN_AFTER`]
+/// old, up to 13 s after the step (in the emulator, 12.7 s), and the step's queue must still
+/// be in view then.
+const BOTTOM_PEAK_WINDOW: Duration = Duration::from_secs(30);
 /// Competitive mode drains this often to see whether the competitor is still there.
 const COMPETE_DRAIN_EVERY: Duration = Duration::from_secs(8);
 
@@ -286,6 +332,55 @@ impl ProbeKind {
     }
 }
 
+/// How a judged drain left the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drained {
+    /// Below [`EMPTIED_FRACTION`] of where it started: nobody else holds a queue.
+    Emptied,
+    /// Standing, but it stopped falling early in the slow half ([`FLAT_AFTER`]): this flow's
+    /// own data ran out and what stayed does not move — a delay floor from a shorter path.
+    Bottomed,
+    /// Standing and still falling at the end of the slow half, or held near the top of the
+    /// buffer: someone else's queue.
+    Standing,
+}
+
+/// The queueing delays, seconds, a judged drain saw from one RTT after its start on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct DrainReadings {
+    /// The lowest queue of the RTT before the drain.
+    q0: f64,
+    /// The lowest during the drain.
+    q_min: f64,
+    /// The lowest about the first [`FLAT_AFTER`] of the slow half...
+    q_early: f64,
+    /// ...and the highest about the rest of it.
+    q_late_max: f64,
+}
+
+impl Drained {
+    /// What a judged drain's `readings` say, for a flow whose own target is `own` seconds of
+    /// queue (`8α / rate`) and whose deepest queue of the last [`BOTTOM_PEAK_WINDOW`] was
+    /// `deepest` seconds.
+    fn judge(r: DrainReadings, own: f64, deepest: f64) -> Drained {
+        let fell = r.q0 - r.q_min.min(r.q0);
+        // Next to someone else's standing queue, the queue falls by what this flow holds back
+        // for the whole slow half; a queue that stopped falling early ran out of this flow's
+        // data, and what stays is not a queue — unless it stays near the top of the buffer.
+        let still = STALE_QUEUE_NOISE.max(FLAT_FALL * fell);
+        let flat = r.q_early - r.q_min <= still && r.q_late_max - r.q_min <= still;
+        let own_fall = r.q_min <= r.q0 + still && fell <= own * OWN_FALL;
+        let below_peak = r.q_min <= deepest * BOTTOM_BELOW_PEAK;
+        if r.q_min <= r.q0 * EMPTIED_FRACTION {
+            Drained::Emptied
+        } else if flat && own_fall && below_peak {
+            Drained::Bottomed
+        } else {
+            Drained::Standing
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Probe {
     /// Not probing; next probe not before this time.
@@ -303,6 +398,10 @@ enum Probe {
         d0: f64,
         q_max: f64,
         q_min: f64,
+        /// The lowest queue reported about the first [`FLAT_AFTER`] of the slow half, and the
+        /// highest about the rest of it.
+        q_early: f64,
+        q_late_max: f64,
         d_max: f64,
         /// A drain whose outcome decides the mode.
         judged: bool,
@@ -355,6 +454,9 @@ pub struct Delay {
     /// Deepest queueing delay of the last [`QUEUE_PEAK_WINDOW`], µs (kept only by a flow
     /// that may compete, as the next one).
     queue_peak: WindowedMax,
+    /// The deepest queue of the last [`BOTTOM_PEAK_WINDOW`], against which a drain's bottom
+    /// is judged.
+    queue_peak_long: WindowedMax,
     /// When the last judged drain started.
     last_judged: Option<Instant>,
     /// Highest delivery rate of the last [`PEAK_WINDOW`], bits/s: what the path gave this
@@ -409,6 +511,7 @@ impl Delay {
             failed_drains: 0,
             emptied_drains: 0,
             queue_peak: WindowedMax::new(QUEUE_PEAK_WINDOW),
+            queue_peak_long: WindowedMax::new(BOTTOM_PEAK_WINDOW),
             last_judged: None,
             peak_delivery: WindowedMax::new(PEAK_WINDOW),
             packet_bits: 1500.0 * 8.0,
@@ -455,24 +558,32 @@ impl Delay {
     fn after_drain(
         &mut self,
         now: Instant,
-        emptied: bool,
+        outcome: Drained,
         capacity: Option<f64>,
         srtt: Duration,
         q: f64,
         floor: i64,
     ) {
-        if emptied {
-            self.failed_drains = 0;
-            self.emptied_drains += 1;
-            if let Mode::Competitive { next_drain, .. } = &mut self.mode {
-                if self.emptied_drains >= DRAINS_TO_LEAVE {
-                    self.mode = Mode::Delay;
-                } else {
-                    // Confirm soon: one drain may just have met the competitor's trough.
-                    *next_drain = now + JUDGE_EVERY;
+        let competing = self.is_competing();
+        match outcome {
+            // A delay floor the path left behind (a handover to a longer path): not a
+            // competitor, and nothing to judge until the floor has aged out. Within
+            // competitive mode a bottomed drain is still a standing queue, as before.
+            Drained::Bottomed if !competing => return,
+            Drained::Bottomed | Drained::Standing => {}
+            Drained::Emptied => {
+                self.failed_drains = 0;
+                self.emptied_drains += 1;
+                if let Mode::Competitive { next_drain, .. } = &mut self.mode {
+                    if self.emptied_drains >= DRAINS_TO_LEAVE {
+                        self.mode = Mode::Delay;
+                    } else {
+                        // Confirm soon: one drain may just have met the competitor's trough.
+                        *next_drain = now + JUDGE_EVERY;
+                    }
                 }
+                return;
             }
-            return;
         }
         self.emptied_drains = 0;
         self.failed_drains += 1;
@@ -575,6 +686,8 @@ impl Delay {
                     d0,
                     q_max: q,
                     q_min: f64::MAX,
+                    q_early: f64::MAX,
+                    q_late_max: f64::MIN,
                     d_max: 0.0,
                     judged,
                     lost: false,
@@ -589,6 +702,8 @@ impl Delay {
                 d0,
                 q_max,
                 q_min,
+                q_early,
+                q_late_max,
                 d_max,
                 judged,
                 lost: lost_during,
@@ -599,6 +714,11 @@ impl Delay {
                 if age >= rtt {
                     *q_max = q_max.max(q);
                     *q_min = q_min.min(q);
+                    if age < rtt + half.mul_f64(FLAT_AFTER) {
+                        *q_early = q_early.min(q);
+                    } else if age < rtt + *half {
+                        *q_late_max = q_late_max.max(q);
+                    }
                     *d_max = d_max.max(d.unwrap_or(0.0));
                     *lost_during |= lost;
                 }
@@ -615,7 +735,15 @@ impl Delay {
                     let removed = self.rate * (1.0 - DRAIN_GAIN) * half.as_secs_f64();
                     let fell = *q0 - q_min.min(*q0);
                     let capacity = (fell > JUDGED_FROM / 4.0).then(|| removed / fell);
-                    (*q_min <= *q0 * EMPTIED_FRACTION, capacity)
+                    let readings = DrainReadings {
+                        q0: *q0,
+                        q_min: *q_min,
+                        q_early: *q_early,
+                        q_late_max: *q_late_max,
+                    };
+                    let own = self.alpha_bits / self.rate;
+                    let deepest = self.queue_peak_long.get(now).unwrap_or(0) as f64 / 1e6;
+                    (Drained::judge(readings, own, deepest), capacity)
                 });
                 // On a full link the bump adds PROBE_GAIN/2 RTT of this flow's data to the
                 // queue (0.6 ms for one of four flows at 50 ms); on an idle one, nothing.
@@ -636,8 +764,8 @@ impl Delay {
                 (stale, drained)
             }
         };
-        if let Some((emptied, capacity)) = drained {
-            self.after_drain(now, emptied, capacity, srtt, q, floor);
+        if let Some((outcome, capacity)) = drained {
+            self.after_drain(now, outcome, capacity, srtt, q, floor);
         }
         if verdict {
             // The "queue" did not grow while more was delivered: the floor is stale.
@@ -736,6 +864,7 @@ impl RateControl for Delay {
         self.q_rtt_min.push(now, (q * 1e6) as i64);
         if self.compete_as > 0.0 {
             self.queue_peak.push(now, (q * 1e6) as i64);
+            self.queue_peak_long.push(now, (q * 1e6) as i64);
             self.watch_for_bbr(now, q, rtt, base_owd);
         }
         let q_star = self.alpha_bits / self.rate;

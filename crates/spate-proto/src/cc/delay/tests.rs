@@ -342,3 +342,46 @@ fn a_queue_stops_growth_within_three_millisecond_reports() {
     );
     assert!(rates[59] < peak, "{rates:?}");
 }
+
+/// Readings in milliseconds.
+fn drain(q0: f64, q_min: f64, q_early: f64, q_late_max: f64) -> DrainReadings {
+    DrainReadings {
+        q0: q0 / 1e3,
+        q_min: q_min / 1e3,
+        q_early: q_early / 1e3,
+        q_late_max: q_late_max / 1e3,
+    }
+}
+
+/// Alone after a handover to a longer path: this flow's own 6 ms leave within the first half
+/// of the slow half and the reading stays on the 5 ms of phantom queue that the stale floor
+/// adds, far below the 55 ms the step down built. A stale floor, not a competitor.
+#[test]
+fn a_drain_that_bottoms_out_under_a_stale_floor_is_no_competitor() {
+    let r = drain(11.0, 5.1, 5.2, 5.2);
+    assert_eq!(Drained::judge(r, 0.0061, 0.055), Drained::Bottomed);
+}
+
+/// Next to a competitor that keeps a 1×BDP buffer full (kernel BBR does: its in-flight cap is
+/// twice the BDP), the drain's queue also stops falling once this flow's part has left, but
+/// at the top of what the buffer ever held. Judged a bottom (session 26), it kept the flow out
+/// of competitive mode and it missed the ProbeRTTs it recognises BBR by: `fair` 23–28 % of
+/// the link instead of 47–49 %.
+#[test]
+fn a_drain_at_the_top_of_a_full_buffer_meets_a_competitor() {
+    let r = drain(48.0, 44.0, 44.3, 44.2);
+    assert_eq!(Drained::judge(r, 0.012, 0.050), Drained::Standing);
+}
+
+/// Next to a standing queue the queue falls for the whole slow half (it is not flat), and a
+/// queue that falls to a quarter of where it was is empty: nobody else holds one.
+#[test]
+fn a_drain_still_falling_meets_a_competitor_and_an_emptied_one_does_not() {
+    let falling = drain(30.0, 22.0, 26.0, 24.0);
+    assert_eq!(Drained::judge(falling, 0.012, 0.1), Drained::Standing);
+    let emptied = drain(12.0, 0.5, 3.0, 1.0);
+    assert_eq!(Drained::judge(emptied, 0.012, 0.1), Drained::Emptied);
+    // A fall of more than twice this flow's own part is a competitor's cut, not a bottom.
+    let cut = drain(200.0, 120.0, 120.5, 120.2);
+    assert_eq!(Drained::judge(cut, 0.012, 0.2), Drained::Standing);
+}
