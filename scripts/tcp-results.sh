@@ -13,13 +13,13 @@ cargo build --release -p spate-lab --manifest-path "$here/Cargo.toml"
 mkdir -p "$out/emu" "$out/sim"
 # The simulator first (seconds): the models' validation paths and the matrix.
 : > "$out/sim.md"
-for f in "$here"/scenarios/tcp/validate-*.toml "$here"/scenarios/tcp/*-{cubic,bbr}-*.toml; do
+for f in "$here"/scenarios/tcp/validate-*.toml "$here"/scenarios/tcp/{fair,high,low}-{cubic,bbr}-*.toml; do
     name="$(basename "$f" .toml)"
     "$lab" sim "$f" -q --json > "$out/sim/$name.json"
     case "$name" in fair-*|high-*) "$lab" sim "$f" -q --plot "$out/sim/$name.svg" > /dev/null ;; esac
     { echo "### $name"; echo; echo '```'; "$lab" sim "$f" -q; echo '```'; echo; } >> "$out/sim.md"
 done
-for f in "$here"/scenarios/tcp/validate-*.toml "$here"/scenarios/tcp/*-{cubic,bbr}-*.toml; do
+for f in "$here"/scenarios/tcp/validate-*.toml "$here"/scenarios/tcp/{fair,high,low}-{cubic,bbr}-*.toml; do
     name="$(basename "$f" .toml)"
     case "$name" in *"${ONLY:-}"*) ;; *) continue ;; esac
     "$lab" emu "$f" -q --out "$out/emu"
