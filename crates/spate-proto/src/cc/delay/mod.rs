@@ -132,7 +132,9 @@
 //! together). Flows that started seconds apart drain one at a time, each leaves the others'
 //! α standing, and each takes the others for a competitor (four `fair` flows started 2 s apart
 //! at 200 Mbit/s: Jain 0.88 instead of 0.9995). (A flow whose floor went stale when the path
-//! got longer did too, until drains that bottom out were told apart, above.)
+//! got longer did too, until drains that bottom out were told apart, above; it still does
+//! after a step down to 10 Mbit/s, where its first judged drain starts while it still sends
+//! 1.5× the new link and its own target, 60 ms of queue, exceeds the phantom.)
 //! `docs/design.md` ("Sharing with TCP") lists what was tried.
 //!
 //! What it deliberately ignores: ECN (not yet reported), per-packet delay variation (one
