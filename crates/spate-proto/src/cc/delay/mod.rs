@@ -347,7 +347,8 @@ enum Drained {
     Standing,
 }
 
-/// The queueing delays, seconds, a judged drain saw from one RTT after its start on.
+/// The queueing delays, seconds, a probe saw before it and from one RTT after its start on
+/// (a drain's outcome is judged from them).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct DrainReadings {
     /// The lowest queue of the RTT before the drain.
@@ -360,12 +361,19 @@ struct DrainReadings {
     q_late_max: f64,
 }
 
+impl DrainReadings {
+    /// How far the queue fell below where it was before.
+    fn fell(&self) -> f64 {
+        self.q0 - self.q_min.min(self.q0)
+    }
+}
+
 impl Drained {
     /// What a judged drain's `readings` say, for a flow whose own target is `own` seconds of
     /// queue (`8α / rate`) and whose deepest queue of the last [`BOTTOM_PEAK_WINDOW`] was
     /// `deepest` seconds.
     fn judge(r: DrainReadings, own: f64, deepest: f64) -> Drained {
-        let fell = r.q0 - r.q_min.min(r.q0);
+        let fell = r.fell();
         // Next to someone else's standing queue, the queue falls by what this flow holds back
         // for the whole slow half; a queue that stopped falling early ran out of this flow's
         // data, and what stays is not a queue — unless it stays near the top of the buffer.
@@ -388,22 +396,17 @@ enum Probe {
     /// Not probing; next probe not before this time.
     Idle { next: Instant },
     /// Sending at `gains.0` × the rate from `start` for `half` an RTT, then at `gains.1` for as
-    /// long, then measuring; `gain` is the current rate factor; `q0`, `d0`: queueing delay and
-    /// delivery before.
+    /// long, then measuring; `gain` is the current rate factor; `d0`: delivery before; `q`:
+    /// the queue before and as reported about the probe's packets.
     Up {
         kind: ProbeKind,
         start: Instant,
         half: Duration,
         gains: (f64, f64),
         gain: f64,
-        q0: f64,
+        q: DrainReadings,
         d0: f64,
         q_max: f64,
-        q_min: f64,
-        /// The lowest queue reported about the first [`FLAT_AFTER`] of the slow half, and the
-        /// highest about the rest of it.
-        q_early: f64,
-        q_late_max: f64,
         d_max: f64,
         /// A drain whose outcome decides the mode.
         judged: bool,
@@ -684,12 +687,14 @@ impl Delay {
                     half,
                     gains,
                     gain: gains.0,
-                    q0,
+                    q: DrainReadings {
+                        q0,
+                        q_min: f64::MAX,
+                        q_early: f64::MAX,
+                        q_late_max: f64::MIN,
+                    },
                     d0,
                     q_max: q,
-                    q_min: f64::MAX,
-                    q_early: f64::MAX,
-                    q_late_max: f64::MIN,
                     d_max: 0.0,
                     judged,
                     lost: false,
@@ -700,12 +705,9 @@ impl Delay {
                 kind,
                 start,
                 half,
-                q0,
+                q: readings,
                 d0,
                 q_max,
-                q_min,
-                q_early,
-                q_late_max,
                 d_max,
                 judged,
                 lost: lost_during,
@@ -715,11 +717,11 @@ impl Delay {
                 // Reports about packets sent during the probe arrive from one RTT after its start.
                 if age >= rtt {
                     *q_max = q_max.max(q);
-                    *q_min = q_min.min(q);
+                    readings.q_min = readings.q_min.min(q);
                     if age < rtt + half.mul_f64(FLAT_AFTER) {
-                        *q_early = q_early.min(q);
+                        readings.q_early = readings.q_early.min(q);
                     } else if age < rtt + *half {
-                        *q_late_max = q_late_max.max(q);
+                        readings.q_late_max = readings.q_late_max.max(q);
                     }
                     *d_max = d_max.max(d.unwrap_or(0.0));
                     *lost_during |= lost;
@@ -735,21 +737,16 @@ impl Delay {
                     // which fell by q0 − q_min: the bottleneck's rate is their ratio (the
                     // others' queued data barely moves in a few RTTs).
                     let removed = self.rate * (1.0 - DRAIN_GAIN) * half.as_secs_f64();
-                    let fell = *q0 - q_min.min(*q0);
-                    let capacity = (fell > JUDGED_FROM / 4.0).then(|| removed / fell);
-                    let readings = DrainReadings {
-                        q0: *q0,
-                        q_min: *q_min,
-                        q_early: *q_early,
-                        q_late_max: *q_late_max,
-                    };
+                    let capacity =
+                        (readings.fell() > JUDGED_FROM / 4.0).then(|| removed / readings.fell());
                     let own = self.alpha_bits / self.rate;
                     let deepest = self.queue_peak_long.get(now).unwrap_or(0) as f64 / 1e6;
-                    (Drained::judge(readings, own, deepest), capacity)
+                    (Drained::judge(*readings, own, deepest), capacity)
                 });
                 // On a full link the bump adds PROBE_GAIN/2 RTT of this flow's data to the
                 // queue (0.6 ms for one of four flows at 50 ms); on an idle one, nothing.
-                let queue_grew = *q_max > *q0 + STALE_QUEUE_NOISE.max(0.005 * rtt.as_secs_f64());
+                let queue_grew =
+                    *q_max > readings.q0 + STALE_QUEUE_NOISE.max(0.005 * rtt.as_secs_f64());
                 // Delivery must rise by nearly the whole bump: on a full link shared with
                 // others, FIFO service gives this flow only part of its extra rate.
                 // A full drop-tail buffer cannot grow either, and a small flow's share of it
