@@ -59,6 +59,9 @@ pub struct GetOptions {
     pub resume: bool,
     /// The remote's rate options, passed through (`--policy`, `--rate`, …).
     pub rate_args: Vec<String>,
+    /// From a daemon, whose sender keeps its own policy: hold its new data to at most this
+    /// many bytes per second ([`Server::receive_rate`]).
+    pub receive_rate: Option<u64>,
 }
 
 /// Download `o.paths` from `host` into `local` (an existing directory); `progress` sees the
@@ -175,9 +178,12 @@ pub fn get_daemon(
         may_get: false,
         comment: "the daemon".to_owned(),
     }]);
-    let answer = Server::on_socket(socket, root, identity, access)?
+    let mut answer = Server::on_socket(socket, root, identity, access)?
         .hide_identity()
         .once(WAIT);
+    if let Some(r) = o.receive_rate {
+        answer = answer.receive_rate(r);
+    }
     receive_one(answer, progress, || {
         format!(
             "the daemon at {server} accepted the request but its answer did not arrive within \

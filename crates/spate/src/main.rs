@@ -160,7 +160,8 @@ enum Command {
     /// `host:PORT:path` (or --daemon) asks a daemon instead: paths are relative to what your
     /// key may read there (its --root, or the key's dir=), globs may be in any component,
     /// and symbolic links are never followed. The daemon must let your key fetch (not
-    /// send-only) and sends at its own rate policy.
+    /// send-only) and sends at its own rate policy; --rate still caps the download (this side
+    /// lets new data through no faster, spec §7.4).
     ///
     /// Examples:
     ///   spate get alice@server:big.iso .
@@ -446,7 +447,7 @@ fn parse_fec(s: &str) -> Result<spate_proto::coding::Fec, String> {
     spate_proto::coding::Fec::parse(s)
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum PolicyArg {
     Fair,
     High,

@@ -258,6 +258,7 @@ fn a_download_from_a_daemon_crosses_a_lossy_long_path() {
         recursive: false,
         resume: false,
         rate_args: vec![],
+        receive_rate: None,
     };
     let security = config(relay.addr()).security;
     let timeouts = (Duration::from_secs(5), Duration::from_secs(20));

@@ -123,6 +123,37 @@ fn files_globs_and_trees_come_down_byte_exact() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
 }
 
+/// `get --rate` caps a download from a daemon, whose sender keeps its own policy: the
+/// client's Write Limit (spec §7.4) lets new data through at the rate from the start
+/// (`serve/cap.rs`). 3 MiB at 8 Mbit/s (1 MB/s) cannot arrive in under 3.1 s; on loopback it
+/// otherwise takes a small fraction of that.
+#[test]
+fn rate_caps_a_download_from_a_daemon() {
+    let (t, root, local) = setup();
+    let s = serve_with(&root, free_port(), &[]);
+    let started = std::time::Instant::now();
+    let o = run(
+        t.path(),
+        &["get", "--json", "--rate", "8M", &at(&s, "big.bin"), "local"],
+    );
+    let took = started.elapsed().as_secs_f64();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        fs::read(local.join("big.bin")).unwrap(),
+        spate::noise::bytes(1, 3 << 20)
+    );
+    assert!(took >= 2.8, "3 MiB at 8 Mbit/s took only {took:.2} s");
+    // The rate is honoured, not refused: no note that the daemon ignores it.
+    assert!(!stderr(&o).contains("own policy"), "{}", stderr(&o));
+    // --min-rate still cannot be asked of a daemon, and says so.
+    let o = run(
+        t.path(),
+        &["get", "--min-rate", "1M", &at(&s, "logs/a.gz"), "local"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("own policy"), "{}", stderr(&o));
+}
+
 /// `send-only` may not fetch, `get-only` may fetch but not upload, `dir=` reads only below its
 /// directory, and links lead nowhere.
 #[test]

@@ -47,6 +47,13 @@ impl Receiver {
         }
     }
 
+    /// Distinct data bytes received in this session (what the Write Limit counts from,
+    /// spec §7.4): objects 1 and above, digest trailers included; bytes held from an earlier
+    /// session not counted.
+    pub fn data_received(&self) -> u64 {
+        self.flow.received
+    }
+
     /// The Write Limit for the next report, remembered as advertised.
     pub(super) fn take_write_limit(&mut self) -> Option<u64> {
         let limit = self.flow.received.saturating_add(self.flow.room?);

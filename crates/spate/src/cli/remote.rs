@@ -103,6 +103,7 @@ pub(crate) fn get_cmd(g: &GetArgs) -> Result<()> {
         recursive: g.recursive,
         resume: g.resume,
         rate_args: rate_args(&g.rate),
+        receive_rate: daemon.and(g.rate.rate).map(|bps| bps / 8),
     };
     let ssh = ssh_options(
         &g.remote.ssh,
@@ -163,10 +164,11 @@ fn get_from_daemon(
     let quiet = g.quiet || g.json.is_some();
     // Bad paths are the user's to fix before anything goes on the network.
     spate::request::request(&opts.paths, opts.recursive).map_err(|e| tag(e, Exit::Input))?;
-    if (g.rate.rate.is_some() || g.rate.min_rate.is_some()) && !quiet {
+    if (g.rate.min_rate.is_some() || g.rate.policy != crate::PolicyArg::Fair) && !quiet {
         eprintln!(
-            "spate: note: a daemon sends downloads at its own policy; --rate and --min-rate \
-             apply to uploads and to downloads over ssh"
+            "spate: note: a daemon sends downloads at its own policy; --policy and --min-rate \
+             apply to uploads and to downloads over ssh (--rate caps a download from a daemon \
+             too)"
         );
     }
     let server = super::resolve_daemon(host, port)?;

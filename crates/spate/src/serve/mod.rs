@@ -32,6 +32,7 @@
 //! from elsewhere cannot end someone else's transfer: it finds the files locked and fails.
 
 mod answer;
+mod cap;
 mod limits;
 mod open;
 mod rebuild;
@@ -257,6 +258,7 @@ impl Server {
                 limits,
                 discard: false,
                 claimed: 0,
+                receive_rate: None,
             },
             access,
             once: None,
@@ -286,6 +288,14 @@ impl Server {
     /// Packets opened on the opening threads so far (`--openers`).
     pub fn opened_on_pool(&self) -> u64 {
         self.opened_on_pool
+    }
+
+    /// Let each session's sender send new data at most `bytes_per_sec` (over any second; the
+    /// Write Limit of spec §7.4 holds it back): `spate get --rate` from a daemon, whose
+    /// sender keeps its own policy.
+    pub fn receive_rate(mut self, bytes_per_sec: u64) -> Self {
+        self.ctx.receive_rate = Some(bytes_per_sec);
+        self
     }
 
     /// Send each download at most `bps` bits per second (`serve --send-rate`).

@@ -20,6 +20,9 @@ pub(super) struct Ctx {
     pub discard: bool,
     /// Bytes the sessions in progress claim together (for `--quota`).
     pub claimed: u64,
+    /// Each session's sender may send new data at most this fast, bytes per second
+    /// (`spate get --rate` from a daemon; [`super::cap`]).
+    pub receive_rate: Option<u64>,
 }
 
 /// The server's state of one session, beside the protocol's (`Slot::app`).
@@ -53,6 +56,8 @@ pub(super) struct Session {
     pub answered: bool,
     /// Entries placed since the server last looked (for progress reports), below the root.
     pub just_placed: Vec<String>,
+    /// The cap on the sender's rate, once the writer reports room ([`Ctx::receive_rate`]).
+    cap: Option<super::cap::ReceiveCap>,
 }
 
 /// A session as the endpoint keeps it: the protocol's state and ours.
@@ -76,6 +81,7 @@ impl Session {
             answer: None,
             answered: false,
             just_placed: Vec::new(),
+            cap: None,
         }
     }
 }
@@ -146,9 +152,18 @@ pub(super) fn step(
         slot.rx.inner_mut().confirm(now);
     }
     // §7.4: the sender keeps what is in flight within what the writer can still take, so a
-    // disk slower than the path slows the sender instead of overflowing the queue.
-    if let Some(sink) = slot.app.sink.as_ref() {
-        slot.rx.inner_mut().set_write_room(now, sink.room());
+    // disk slower than the path slows the sender instead of overflowing the queue; a cap on
+    // the receive rate holds it back the same way.
+    if let Some(mut room) = slot.app.sink.as_ref().map(Sink::room) {
+        if let Some(rate) = ctx.receive_rate {
+            let received = slot.rx.inner().data_received();
+            let cap = slot
+                .app
+                .cap
+                .get_or_insert_with(|| super::cap::ReceiveCap::new(rate));
+            room = cap.room(now, received, room);
+        }
+        slot.rx.inner_mut().set_write_room(now, room);
     }
     while let Some(t) = slot.rx.poll_transmit(now, out) {
         socket.send(slot.peer, &out[..t.len], t.segment_size)?;
