@@ -88,6 +88,20 @@ mod tests {
         );
     }
 
+    /// A sender that ignores the limit (a hostile or broken daemon) is not rewarded for it:
+    /// the room stays what the rate earned since the last report, never negative, and what
+    /// it sent past the limit is bounded only by the writer's queue (`sink::has_room`), as
+    /// without a cap.
+    #[test]
+    fn a_sender_past_the_limit_earns_only_the_rate() {
+        let mut c = ReceiveCap::new(1_000_000);
+        let t = |ms| Instant::ZERO + Duration::from_millis(ms);
+        c.room(t(0), 0, u64::MAX);
+        assert_eq!(c.room(t(100), 0, u64::MAX), 100_000);
+        assert_eq!(c.room(t(200), 5_000_000, u64::MAX), 100_000);
+        assert_eq!(c.room(t(200), u64::MAX / 2, u64::MAX), 0);
+    }
+
     /// The allowance starts empty, and a sender that stopped does not earn more than
     /// [`BURST_S`] of the rate by waiting.
     #[test]
