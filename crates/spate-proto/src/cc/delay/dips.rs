@@ -3,7 +3,8 @@
 //! # In a nutshell
 //!
 //! ```text
-//! empty  q < max(1 ms, 5 % of the deepest queue of the last 10 s), unless this flow made it
+//! empty  q < max(1 ms, 5 % of the deepest queue of the last 10 s), and in the delay mode
+//!        q < half this flow's own target `8α/rate` (the queue it holds), unless this flow made it
 //!        empty: its probes and drains, and two RTTs after them (then nothing counts until
 //!        the queue has filled again) — but a queue still empty when that time ends, having
 //!        been empty since the probe, is someone else's: its dip began when it emptied
@@ -48,6 +49,10 @@ const EMPTY_LEVEL: f64 = 0.001;
 const DIP_MIN: Duration = Duration::from_millis(100);
 /// Two dips this far apart, seconds, are BBR's ProbeRTT (measured 10.2–11.5 s).
 const PERIOD: (f64, f64) = (9.0, 12.0);
+/// ...and below this fraction of this flow's own target in the delay mode, where it holds that
+/// much queue itself. At 1 Gbit/s the target is 0.6 ms, under [`EMPTY_LEVEL`]: a flow alone
+/// there read its own queue as empty, and the moments it rose above 1 ms as the ends of dips.
+const OWN_EMPTY: f64 = 0.5;
 /// Two floors within this many µs are the same (timestamps are µs).
 const FLOOR_NOISE_US: i64 = 50;
 
@@ -71,8 +76,21 @@ impl Dips {
     /// delay floor q is measured from (`floor`, µs); `own` when this flow's own probe or drain
     /// may explain an empty queue. Returns whether this report ends a dip that makes two
     /// [`PERIOD`] apart, both at the same floor.
-    pub fn on_report(&mut self, now: Instant, q: f64, deepest: f64, floor: i64, own: bool) -> bool {
-        let empty = q < (EMPTY_FRACTION * deepest).max(EMPTY_LEVEL);
+    /// `own_target` is this flow's own queue target in seconds (`8α / rate`) while it holds
+    /// one (the delay mode), infinite otherwise.
+    pub fn on_report(
+        &mut self,
+        now: Instant,
+        q: f64,
+        deepest: f64,
+        floor: i64,
+        own: bool,
+        own_target: f64,
+    ) -> bool {
+        let empty = q
+            < (EMPTY_FRACTION * deepest)
+                .max(EMPTY_LEVEL)
+                .min(OWN_EMPTY * own_target);
         if own {
             // Until the queue fills again, its emptiness may be this flow's doing.
             self.own = true;
@@ -136,7 +154,7 @@ mod tests {
             let phase = (t + 5.0) % every;
             let q = if phase < dip { 0.0 } else { 0.030 };
             let now = Instant::ZERO + Duration::from_secs_f64(t);
-            if d.on_report(now, q, 0.050, 0, false) {
+            if d.on_report(now, q, 0.050, 0, false, f64::INFINITY) {
                 return Some(t);
             }
         }
@@ -166,7 +184,10 @@ mod tests {
             let k = (t / 10.3) as i64;
             let q = if t % 10.3 < 0.3 { 0.0 } else { 0.030 };
             let now = Instant::ZERO + Duration::from_secs_f64(t);
-            assert!(!d.on_report(now, q, 0.05, -800 * k, false), "{t}");
+            assert!(
+                !d.on_report(now, q, 0.05, -800 * k, false, f64::INFINITY),
+                "{t}"
+            );
         }
     }
 
@@ -184,13 +205,35 @@ mod tests {
             // into it.
             let own = (5.25..5.45).contains(&t);
             let now = Instant::ZERO + Duration::from_secs_f64(t);
-            if d.on_report(now, q, 0.050, 0, own) {
+            if d.on_report(now, q, 0.050, 0, own, f64::INFINITY) {
                 seen = Some(t);
                 break;
             }
         }
         let t = seen.expect("not recognised");
         assert!((15.0..16.0).contains(&t), "{t}");
+    }
+
+    /// A flow alone on a fast path holds its own target, 0.6 ms at 1 Gbit/s, below the 1 ms
+    /// level; its floor does not move. Brief rises every 10.3 s (noise, another flow's
+    /// burst) end what looked like dips at one floor: that is not BBR (session 29: FASP
+    /// scenario 1 at 1/10 with `compete = true` took itself for BBR at 10.9 s, and after
+    /// the step to 10 Mbit/s followed BBR's law for the rest of the run).
+    #[test]
+    fn a_queue_this_flow_holds_itself_is_not_empty() {
+        let recognised = |own_target: f64| {
+            let mut d = Dips::default();
+            (0..4000u64).any(|i| {
+                let t = i as f64 * 0.01;
+                let q = if t % 10.3 < 0.2 { 0.003 } else { 0.0006 };
+                let now = Instant::ZERO + Duration::from_secs_f64(t);
+                d.on_report(now, q, 0.004, 0, false, own_target)
+            })
+        };
+        // Without a target of its own (competitive mode) the same readings are dips...
+        assert!(recognised(f64::INFINITY));
+        // ...but in the delay mode this flow holds that queue itself.
+        assert!(!recognised(0.0006));
     }
 
     #[test]
@@ -204,7 +247,10 @@ mod tests {
             let phase = t % 10.3;
             let q = if phase < 0.3 { 0.0 } else { 0.030 };
             let now = Instant::ZERO + Duration::from_secs_f64(t);
-            assert!(!d.on_report(now, q, 0.05, 0, phase < 0.4), "{t}");
+            assert!(
+                !d.on_report(now, q, 0.05, 0, phase < 0.4, f64::INFINITY),
+                "{t}"
+            );
         }
     }
 }

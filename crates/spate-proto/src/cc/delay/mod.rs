@@ -541,9 +541,16 @@ impl Delay {
             self.own_until = now + rtt * 2;
         }
         let deepest = self.queue_peak.get(now).unwrap_or(0) as f64 / 1e6;
+        // In the delay mode this flow holds its own target in the queue; under a competitive
+        // law it holds whatever the window puts there.
+        let own_target = if self.is_competing() {
+            f64::INFINITY
+        } else {
+            self.alpha_bits / self.rate
+        };
         if self
             .dips
-            .on_report(now, q, deepest, floor, now < self.own_until)
+            .on_report(now, q, deepest, floor, now < self.own_until, own_target)
         {
             self.bbr_seen = Some(now);
         }
