@@ -1,6 +1,7 @@
 //! `spate-lab emu` end to end: Spate and kernel CUBIC on the same emulated path (100 Mbit/s,
 //! 50 ms, 0.1 % loss, 8 s each), the way CI keeps the real-time lab from rotting. Needs root
-//! (namespaces, TUN); skipped with a message otherwise — CI runs as root.
+//! (namespaces, TUN); skipped with a message otherwise — CI runs as root. Without iperf3
+//! (`scripts/lab-setup.sh` installs it) Spate runs alone and the CUBIC half says SKIPPED.
 //!
 //! Bounds hold on a slow machine: Spate uses more than half the link and more than CUBIC (which
 //! the loss holds to ~20 %), the emulator delivers packets within 2 ms of their time on
@@ -17,6 +18,14 @@ fn root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Whether `tool` is a file in a directory of `PATH`.
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .any(|d| d.join(tool).is_file())
+}
+
 fn scenario(name: &str) -> String {
     format!("{}/../../scenarios/emu/{name}", env!("CARGO_MANIFEST_DIR"))
 }
@@ -29,13 +38,22 @@ fn spate_and_cubic_side_by_side() {
         );
         return;
     }
+    // Kernel TCP runs through iperf3, which scripts/lab-setup.sh installs (CI has it). On a
+    // machine without it the emulator is still tested, with Spate alone.
+    let cubic = on_path("iperf3");
+    if !cubic {
+        eprintln!(
+            "SKIPPED (the CUBIC half): iperf3 is not installed (scripts/lab-setup.sh installs \
+             it); Spate runs alone"
+        );
+    }
     let dir = tempfile::tempdir().unwrap();
     let out = lab()
         .args([
             "emu",
             &scenario("short.toml"),
             "--protocols",
-            "spate,cubic",
+            if cubic { "spate,cubic" } else { "spate" },
             "--json",
             "-q",
             "--out",
@@ -52,15 +70,17 @@ fn spate_and_cubic_side_by_side() {
         .into_iter()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(runs.len(), 2);
+    assert_eq!(runs.len(), if cubic { 2 } else { 1 });
     let goodput = |r: &serde_json::Value| r["flows"][0]["goodput_mbps"].as_f64().unwrap();
-    let (spate, cubic) = (&runs[0], &runs[1]);
+    let spate = &runs[0];
     assert_eq!(spate["label"], "spate");
-    assert_eq!(cubic["label"], "cubic");
     let util = spate["phases"][0]["utilization"].as_f64().unwrap();
     assert!(util > 0.5, "Spate used {util} of the link: {spate}");
-    assert!(goodput(cubic) > 1.0, "{cubic}");
-    assert!(goodput(spate) > goodput(cubic), "{spate}\n{cubic}");
+    if let Some(cubic) = runs.get(1) {
+        assert_eq!(cubic["label"], "cubic");
+        assert!(goodput(cubic) > 1.0, "{cubic}");
+        assert!(goodput(spate) > goodput(cubic), "{spate}\n{cubic}");
+    }
     for r in &runs {
         let late = r["emulator"]["lateness_mean_us"].as_f64().unwrap();
         assert!(late < 2000.0, "packets {late} µs late on average: {r}");
@@ -74,14 +94,23 @@ fn spate_and_cubic_side_by_side() {
             "the program's own count: {r}"
         );
     }
-    for f in [
-        "emu-short-spate.json",
-        "emu-short-spate.csv",
-        "emu-short-spate.svg",
-        "emu-short-cubic.svg",
-        "emu-short-compare.svg",
-        "emu-short.md",
-    ] {
+    let files: &[&str] = if cubic {
+        &[
+            "emu-short-spate.json",
+            "emu-short-spate.csv",
+            "emu-short-spate.svg",
+            "emu-short-cubic.svg",
+            "emu-short-compare.svg",
+            "emu-short.md",
+        ]
+    } else {
+        &[
+            "emu-short-spate.json",
+            "emu-short-spate.csv",
+            "emu-short-spate.svg",
+        ]
+    };
+    for f in files {
         let p = dir.path().join(f);
         assert!(
             std::fs::metadata(&p)
@@ -117,14 +146,14 @@ fn spate_and_cubic_side_by_side() {
     );
     let table = lab().arg("report").arg(dir.path()).output().unwrap();
     let table = String::from_utf8(table.stdout).unwrap();
-    assert!(
-        table.contains("| spate |") && table.contains("| cubic |"),
-        "{table}"
-    );
-    assert!(
-        table.find("| spate |") < table.find("| cubic |"),
-        "Spate first: {table}"
-    );
+    assert!(table.contains("| spate |"), "{table}");
+    if cubic {
+        assert!(table.contains("| cubic |"), "{table}");
+        assert!(
+            table.find("| spate |") < table.find("| cubic |"),
+            "Spate first: {table}"
+        );
+    }
 }
 
 #[test]
@@ -183,11 +212,7 @@ fn the_emulator_agrees_with_rattan() {
         eprintln!("SKIPPED: not root (the emulator and Rattan need network namespaces)");
         return;
     }
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .any(|d| d.join("rattan").is_file());
-    if !on_path {
+    if !on_path("rattan") {
         eprintln!("SKIPPED: rattan is not installed (scripts/lab-setup.sh installs it)");
         return;
     }
