@@ -44,15 +44,15 @@ use crate::time::Instant;
 const EMPTY_FRACTION: f64 = 0.05;
 /// ...or below this, seconds, whichever is more.
 const EMPTY_LEVEL: f64 = 0.001;
+/// ...and below this fraction of this flow's own target in the delay mode, where it holds that
+/// much queue itself. At 1 Gbit/s the target is 0.6 ms, under [`EMPTY_LEVEL`]: a flow alone
+/// there read its own queue as empty, and the moments it rose above 1 ms as the ends of dips.
+const OWN_EMPTY: f64 = 0.5;
 /// An empty queue lasting this long is a dip. BBR's ProbeRTT holds back for 200 ms and a
 /// round trip; the dips measured next to it lasted 0.14–0.37 s.
 const DIP_MIN: Duration = Duration::from_millis(100);
 /// Two dips this far apart, seconds, are BBR's ProbeRTT (measured 10.2–11.5 s).
 const PERIOD: (f64, f64) = (9.0, 12.0);
-/// ...and below this fraction of this flow's own target in the delay mode, where it holds that
-/// much queue itself. At 1 Gbit/s the target is 0.6 ms, under [`EMPTY_LEVEL`]: a flow alone
-/// there read its own queue as empty, and the moments it rose above 1 ms as the ends of dips.
-const OWN_EMPTY: f64 = 0.5;
 /// Two floors within this many µs are the same (timestamps are µs).
 const FLOOR_NOISE_US: i64 = 50;
 
