@@ -546,7 +546,7 @@ impl Delay {
         let own_target = if self.is_competing() {
             f64::INFINITY
         } else {
-            self.alpha_bits / self.rate
+            self.own_target()
         };
         if self
             .dips
@@ -560,6 +560,11 @@ impl Delay {
         if let (true, Mode::Competitive { law, .. }) = (recent, &mut self.mode) {
             law.set_rate_based();
         }
+    }
+
+    /// This flow's own equilibrium queueing delay at its rate, seconds: `q* = 8α / r`.
+    fn own_target(&self) -> f64 {
+        self.alpha_bits / self.rate
     }
 
     fn is_competing(&self) -> bool {
@@ -746,6 +751,7 @@ impl Delay {
                     let removed = self.rate * (1.0 - DRAIN_GAIN) * half.as_secs_f64();
                     let capacity =
                         (readings.fell() > JUDGED_FROM / 4.0).then(|| removed / readings.fell());
+                    // `own_target()`, spelled out: `self.probe` is borrowed here.
                     let own = self.alpha_bits / self.rate;
                     let deepest = self.queue_peak_long.get(now).unwrap_or(0) as f64 / 1e6;
                     (Drained::judge(*readings, own, deepest), capacity)
@@ -873,7 +879,7 @@ impl RateControl for Delay {
             self.queue_peak_long.push(now, (q * 1e6) as i64);
             self.watch_for_bbr(now, q, rtt, base_owd);
         }
-        let q_star = self.alpha_bits / self.rate;
+        let q_star = self.own_target();
 
         let mut steady = false;
         // Spare capacity shows as a queue (nearly) empty for a whole RTT. A queue emptied
