@@ -16,8 +16,15 @@
 //!   blocks held reach it — a loss not yet repaired pins the oldest block and everything
 //!   after it — new data waits; retransmissions go on.
 //!
-//! Blocks are released from the front only, once every byte of the front block is
-//! acknowledged, and their buffers go back to the source for reuse.
+//! Blocks are released once every chunk reaching into them is acknowledged, and their buffers
+//! go back to the source for reuse. Front first; and when the blocks held reach half the budget
+//! and the front is still pinned, every block behind it is looked at too (once per change in
+//! what was delivered): one wholly delivered goes, and one with at most a quarter of its bytes
+//! still undelivered is **compacted** — cut down to copies of its undelivered chunks. Otherwise
+//! one lost packet waiting for its retransmission held everything sent after it: at 10 Gbit/s,
+//! 74 ms and 0.06 % random loss a 512 MiB budget (and a 1 GiB one) filled within seconds, new
+//! data stopped, and the flow's rate collapsed (FASP scenario 2 at full scale: utilization 0.41
+//! after the step to 10 Gbit/s, against 0.95 before the session owned its data).
 
 use std::collections::VecDeque;
 
@@ -32,6 +39,13 @@ pub(crate) const LOOKAHEAD: u64 = 4 << 20;
 
 /// Released buffers kept for the source to reuse.
 const SPENT_KEPT: usize = 64;
+
+/// Blocks behind a pinned front are looked at once the blocks held reach this fraction of the
+/// budget: below it, holding them costs nothing, and looking costs a range query per block.
+const COMPACT_FROM: f64 = 0.5;
+/// A block is compacted when at most this fraction of its bytes is still undelivered: copying
+/// a quarter to free three quarters, never a block that is mostly in flight.
+const COMPACT_BELOW: f64 = 0.25;
 
 #[derive(Debug)]
 struct Block {
@@ -59,6 +73,8 @@ pub(super) struct SendBuffer {
     spent: Vec<Vec<u8>>,
     /// Bytes taken from the source.
     taken: u64,
+    /// The delivered count at the last look behind the front (see the module doc).
+    looked_at: Option<u64>,
 }
 
 impl SendBuffer {
@@ -70,6 +86,7 @@ impl SendBuffer {
             next: (1, 0),
             spent: Vec::new(),
             taken: 0,
+            looked_at: None,
         }
     }
 
@@ -209,29 +226,117 @@ impl SendBuffer {
         true
     }
 
-    /// Release the front blocks whose every chunk is in `delivered` (per object). Chunks are
-    /// `payload` bytes from each object's start (the last shorter: `sizes`); a chunk is sent
-    /// whole even when a resume's HAVE vouched for part of it, so a block goes only when the
-    /// chunks reaching into it are delivered too — not just its own bytes.
-    pub fn release(&mut self, delivered: &[RangeSet], sizes: &[u64], payload: u64) {
+    /// Release the blocks whose every chunk is in `delivered` (per object), and compact those
+    /// mostly delivered (see the module doc). Chunks are `payload` bytes from each object's
+    /// start (the last shorter: `sizes`); a chunk is sent whole even when a resume's HAVE
+    /// vouched for part of it, so a block goes only when the chunks reaching into it are
+    /// delivered too — not just its own bytes. `delivered_bytes` counts what was delivered: a
+    /// look behind the front is taken only when it moved since the last one.
+    pub fn release(
+        &mut self,
+        delivered: &[RangeSet],
+        sizes: &[u64],
+        payload: u64,
+        delivered_bytes: u64,
+    ) {
         let payload = payload.max(1);
         while let Some(b) = self.blocks.front() {
-            let size = sizes.get(b.object as usize).copied().unwrap_or(0);
-            let from = b.offset / payload * payload;
-            let to = b.end().div_ceil(payload).saturating_mul(payload).min(size);
-            let done = delivered
-                .get(b.object as usize)
-                .is_some_and(|d| d.contains_range(from..to.max(b.end())));
-            if !done {
-                return;
+            if !all_delivered(b, delivered, sizes, payload) {
+                break;
             }
             let b = self.blocks.pop_front().expect("front exists");
-            self.held -= b.data.len() as u64;
-            if self.spent.len() < SPENT_KEPT {
-                self.spent.push(b.data);
+            self.retire(b);
+        }
+        if self.blocks.is_empty()
+            || (self.held as f64) < COMPACT_FROM * self.budget as f64
+            || self.looked_at == Some(delivered_bytes)
+        {
+            return;
+        }
+        self.looked_at = Some(delivered_bytes);
+        let blocks = core::mem::take(&mut self.blocks);
+        for b in blocks {
+            let keep = undelivered(&b, delivered, sizes, payload);
+            let kept: u64 = keep.iter().map(|r| r.end - r.start).sum();
+            if kept == b.data.len() as u64 || kept as f64 > COMPACT_BELOW * b.data.len() as f64 {
+                self.blocks.push_back(b);
+                continue;
             }
+            for r in keep {
+                let from = (r.start - b.offset) as usize;
+                let to = (r.end - b.offset) as usize;
+                self.held += (to - from) as u64;
+                self.blocks.push_back(Block {
+                    object: b.object,
+                    offset: r.start,
+                    data: b.data[from..to].to_vec(),
+                });
+            }
+            self.retire(b);
         }
     }
+
+    /// A block leaves: its bytes no longer count, its buffer may be reused.
+    fn retire(&mut self, b: Block) {
+        self.held -= b.data.len() as u64;
+        if self.spent.len() < SPENT_KEPT {
+            self.spent.push(b.data);
+        }
+    }
+}
+
+/// Whether every chunk reaching into block `b` is in `delivered`.
+fn all_delivered(b: &Block, delivered: &[RangeSet], sizes: &[u64], payload: u64) -> bool {
+    let (from, to) = chunk_span(b, sizes, payload);
+    delivered
+        .get(b.object as usize)
+        .is_some_and(|d| d.contains_range(from..to))
+}
+
+/// From the start of the chunk block `b` begins in to the end of the chunk it ends in.
+fn chunk_span(b: &Block, sizes: &[u64], payload: u64) -> (u64, u64) {
+    let size = sizes.get(b.object as usize).copied().unwrap_or(0);
+    let from = b.offset / payload * payload;
+    let to = b.end().div_ceil(payload).saturating_mul(payload).min(size);
+    (from, to.max(b.end()))
+}
+
+/// The parts of block `b` that chunks not wholly in `delivered` reach into, in order: what a
+/// retransmission may still need. Empty when the block may go.
+fn undelivered(
+    b: &Block,
+    delivered: &[RangeSet],
+    sizes: &[u64],
+    payload: u64,
+) -> Vec<core::ops::Range<u64>> {
+    let (from, to) = chunk_span(b, sizes, payload);
+    let Some(d) = delivered.get(b.object as usize) else {
+        return core::iter::once(b.offset..b.end()).collect();
+    };
+    let mut out: Vec<core::ops::Range<u64>> = Vec::new();
+    let mut at = from;
+    let gap = |start: u64, end: u64, out: &mut Vec<core::ops::Range<u64>>| {
+        // Whole chunks around the gap, clipped to the block.
+        let s = (start / payload * payload).max(b.offset);
+        let e = end.div_ceil(payload).saturating_mul(payload).min(b.end());
+        if s >= e {
+            return;
+        }
+        match out.last_mut() {
+            Some(last) if last.end >= s => last.end = last.end.max(e),
+            _ => out.push(s..e),
+        }
+    };
+    for r in d.iter_within(from..to) {
+        if r.start > at {
+            gap(at, r.start, &mut out);
+        }
+        at = at.max(r.end);
+    }
+    if at < to {
+        gap(at, to, &mut out);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -330,13 +435,87 @@ mod tests {
         assert!(b.full());
         let mut delivered = vec![RangeSet::new(), RangeSet::new()];
         delivered[1].insert(1 << 20..3 << 20);
-        b.release(&delivered, &sizes, 1 << 20);
-        assert_eq!(b.held(), 6 << 20, "a hole at the front pins everything");
+        b.release(&delivered, &sizes, 1 << 20, 0);
+        assert_eq!(
+            b.held(),
+            4 << 20,
+            "at the budget, what was delivered behind a hole at the front goes"
+        );
         delivered[1].insert(0..1 << 20);
-        b.release(&delivered, &sizes, 1 << 20);
+        b.release(&delivered, &sizes, 1 << 20, 0);
         assert_eq!(b.held(), 3 << 20);
         b.fill((1, 6 << 20), &sizes, &[], 1448, &mut src).unwrap();
         assert_eq!(b.held(), 6 << 20);
+    }
+
+    /// One chunk lost in the first block: under budget pressure the block is cut down to
+    /// that chunk and everything delivered after it goes; the chunk's bytes stay exact.
+    #[test]
+    fn a_lost_chunk_no_longer_pins_what_was_sent_after_it() {
+        let sizes = [0, 8 << 20];
+        let mut b = SendBuffer::new(8 << 20);
+        let mut src = Counting {
+            step: 1 << 20,
+            calls: 0,
+            stall: 0,
+        };
+        for at in 0..8u64 {
+            b.fill((1, at << 20), &sizes, &[], 1448, &mut src).unwrap();
+        }
+        assert_eq!(b.held(), 8 << 20);
+        let lost = chunk(1, 1448 * 100, 1448);
+        let mut delivered = vec![RangeSet::new(), RangeSet::new()];
+        delivered[1].insert(0..lost.offset);
+        delivered[1].insert(lost.end()..6 << 20);
+        b.release(&delivered, &sizes, 1448, 1);
+        // The chunk across 6 MiB is not wholly delivered: its part in block 5 stays too.
+        let across = (6 << 20) / 1448 * 1448 + 1448 - (6 << 20);
+        let kept = 1448 + (1448 - across) + (2 << 20);
+        assert_eq!(
+            b.held(),
+            kept,
+            "the lost chunk and the two blocks in flight"
+        );
+        let mut dst = vec![0u8; 1448];
+        assert!(b.copy(lost, &mut dst));
+        let want: Vec<u8> = (lost.offset..lost.end()).map(|i| (i as u8) ^ 1).collect();
+        assert_eq!(dst, want);
+        let in_flight = chunk(1, 7 << 20, 1448);
+        assert!(b.copy(in_flight, &mut dst), "blocks in flight are whole");
+        // Nothing new delivered: no second look (and nothing to change).
+        b.release(&delivered, &sizes, 1448, 1);
+        assert_eq!(b.held(), kept);
+        delivered[1].insert(lost.offset..lost.end());
+        b.release(&delivered, &sizes, 1448, 2);
+        assert_eq!(b.held(), kept - 1448);
+    }
+
+    /// Below half the budget nothing is copied, and a block mostly undelivered (in flight)
+    /// is never compacted.
+    #[test]
+    fn compaction_waits_for_pressure_and_for_mostly_delivered_blocks() {
+        let sizes = [0, 4 << 20];
+        let mut src = Counting {
+            step: 1 << 20,
+            calls: 0,
+            stall: 0,
+        };
+        let mut b = SendBuffer::new(64 << 20);
+        b.fill((1, 0), &sizes, &[], 1448, &mut src).unwrap();
+        let mut delivered = vec![RangeSet::new(), RangeSet::new()];
+        delivered[1].insert(1448..4 << 20);
+        b.release(&delivered, &sizes, 1448, 1);
+        assert_eq!(b.held(), 4 << 20, "no pressure: the front pins the rest");
+        let mut b = SendBuffer::new(4 << 20);
+        b.fill((1, 0), &sizes, &[], 1448, &mut src).unwrap();
+        let mut delivered = vec![RangeSet::new(), RangeSet::new()];
+        // Block 0: a lost chunk at its start. Block 1: half delivered. Blocks 2-3: all.
+        delivered[1].insert(1448..(1 << 20) + (1 << 19));
+        delivered[1].insert(2 << 20..4 << 20);
+        b.release(&delivered, &sizes, 1448, 1);
+        // Block 2 keeps its part of the chunk that reaches across 2 MiB from block 1.
+        let across = (2 << 20) / 1448 * 1448 + 1448 - (2 << 20);
+        assert_eq!(b.held(), 1448 + (1 << 20) + across, "block 1 kept whole");
     }
 
     /// A resume's HAVE vouches for whole 1 MiB blocks, but chunks straddle them: a chunk
@@ -353,13 +532,13 @@ mod tests {
         b.fill((1, 0), &sizes, &[], 1448, &mut src).unwrap();
         let mut delivered = vec![RangeSet::new(), RangeSet::new()];
         delivered[1].insert(0..1 << 20);
-        b.release(&delivered, &sizes, 1448);
+        b.release(&delivered, &sizes, 1448, 0);
         assert_eq!(b.held(), 4 << 20, "the chunk across 1 MiB is not delivered");
         let straddling = chunk(1, (1 << 20) / 1448 * 1448, 1448);
         let mut dst = vec![0u8; 1448];
         assert!(b.copy(straddling, &mut dst));
         delivered[1].insert(0..straddling.end());
-        b.release(&delivered, &sizes, 1448);
+        b.release(&delivered, &sizes, 1448, 0);
         assert_eq!(b.held(), 3 << 20);
     }
 

@@ -83,7 +83,12 @@ impl Sender {
                     });
                 }
                 let payload = self.chunk_payload();
-                self.buffer.release(&self.delivered, &self.sizes, payload);
+                self.buffer.release(
+                    &self.delivered,
+                    &self.sizes,
+                    payload,
+                    self.stats.delivered_bytes,
+                );
                 let (cursor, sizes, delivered) = (self.cursor, &self.sizes, &self.delivered);
                 if let Err((object, offset, reason)) =
                     self.buffer.fill(cursor, sizes, delivered, payload, source)
