@@ -112,21 +112,48 @@ fn cuts_to_delivery_rate_within_one_rtt_when_capacity_drops() {
 /// Returns (final rate, queueing delay at the end in seconds, mean utilisation over the last
 /// half).
 fn fluid(c: &mut Delay, cap: f64, base_us: i64, rtt: Duration, secs: u64) -> (f64, f64, f64) {
+    let (r, q, util, _) = fluid_shared(c, cap, 0.0, base_us, rtt, secs);
+    (r, q, util)
+}
+
+/// [`fluid`] with `cross` bit/s of other traffic that does not yield (served first come
+/// first served with this flow's). The queue moves in 1 ms steps, reports come every 10 ms.
+/// Also returns the mean queueing delay over the last half.
+fn fluid_shared(
+    c: &mut Delay,
+    cap: f64,
+    cross: f64,
+    base_us: i64,
+    rtt: Duration,
+    secs: u64,
+) -> (f64, f64, f64, f64) {
     let mut queue = 0.0f64;
     let mut delivered = 0.0f64;
     let mut late = 0.0f64;
-    let n = secs * 100;
+    let mut late_q = 0.0f64;
+    let n = secs * 1000;
     // The sender hears about the bottleneck one RTT (plus a feedback interval) late.
     let lag = (rtt.as_millis() as usize / 10).max(1);
     let mut history = std::collections::VecDeque::new();
     for i in 0..n {
-        let now = Instant::from_millis(i * 10);
+        let now = Instant::from_millis(i);
+        // The probes' rate changes follow what is sent.
+        c.on_sent(now, 0, Duration::ZERO);
         let r = c.pacing_rate() as f64;
-        queue = (queue + (r - cap) * 0.01).max(0.0);
-        let out = if queue > 0.0 { cap } else { r.min(cap) } * 0.01;
-        delivered += out;
+        queue = (queue + (r + cross - cap) * 0.001).max(0.0);
+        let out = if queue > 0.0 {
+            cap
+        } else {
+            (r + cross).min(cap)
+        } * 0.001;
+        let own = out * r / (r + cross);
+        delivered += own;
         if i >= n / 2 {
-            late += out;
+            late += own;
+            late_q += queue / cap;
+        }
+        if i % 10 != 9 {
+            continue;
         }
         history.push_back((i, queue, delivered));
         if history.len() <= lag {
@@ -135,12 +162,14 @@ fn fluid(c: &mut Delay, cap: f64, base_us: i64, rtt: Duration, secs: u64) -> (f6
         let (j, q_then, d_then) = history.pop_front().unwrap();
         let owd = base_us + (q_then / cap * 1e6) as i64;
         let bytes = (d_then / 8.0 * 1472.0 / 1500.0) as u64;
-        c.on_feedback(now, &report(rtt, owd, bytes, j * 10_000));
+        c.on_feedback(now, &report(rtt, owd, bytes, j * 1000));
     }
+    let half = (n - n / 2) as f64;
     (
         c.rate,
         queue / cap,
-        late / (cap * (n - n / 2) as f64 * 0.01),
+        late / ((cap - cross) * half * 0.001),
+        late_q / half,
     )
 }
 
@@ -384,4 +413,44 @@ fn a_drain_still_falling_meets_a_competitor_and_an_emptied_one_does_not() {
     // A fall of more than twice this flow's own part is a competitor's cut, not a bottom.
     let cut = drain(200.0, 120.0, 120.5, 120.2);
     assert_eq!(Drained::judge(cut, 0.012, 0.2), Drained::Standing);
+}
+
+#[test]
+fn the_share_maps_to_how_far_a_flow_is_alone() {
+    assert_eq!(alone_weight(None), 0.0);
+    assert_eq!(alone_weight(Some(0.5)), 0.0);
+    assert_eq!(alone_weight(Some(ALONE_SHARE.0)), 0.0);
+    assert!((alone_weight(Some(0.775)) - 0.5).abs() < 1e-9);
+    assert_eq!(alone_weight(Some(ALONE_SHARE.1)), 1.0);
+    assert_eq!(alone_weight(Some(1.4)), 1.0);
+}
+
+#[test]
+fn alone_it_holds_a_shorter_queue_than_alpha() {
+    // 100 Mbit/s, 92 ms: α is 6 ms of queue there; alone the flow aims at 2 ms.
+    let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+    let (_, _, util, q) = fluid_shared(&mut c, 100e6, 0.0, 46_000, 92 * MS, 40);
+    let alpha_q = (DEFAULT_QUEUE_TARGET * 8) as f64 / 100e6;
+    assert!(util > 0.97, "utilisation {util}");
+    assert!(
+        c.share.is_some_and(|s| s > ALONE_SHARE.1),
+        "share {:?}",
+        c.share
+    );
+    assert!(q < 0.6 * alpha_q, "mean queue {q} s, α's {alpha_q} s");
+}
+
+#[test]
+fn sharing_the_link_it_keeps_alpha() {
+    // Half the link is others': the flow's probes measure a share of about a half.
+    let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+    let (_, _, util, q) = fluid_shared(&mut c, 100e6, 50e6, 46_000, 92 * MS, 40);
+    let alpha_q = (DEFAULT_QUEUE_TARGET * 8) as f64 / 50e6;
+    assert!(util > 0.9, "utilisation of what is left {util}");
+    assert!(
+        c.share.is_some_and(|s| s < ALONE_SHARE.0),
+        "share {:?}",
+        c.share
+    );
+    assert!(q > 0.7 * alpha_q, "mean queue {q} s, α's {alpha_q} s");
 }
