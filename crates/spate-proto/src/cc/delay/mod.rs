@@ -255,8 +255,8 @@ const ALONE_QUEUE: f64 = 0.002;
 /// 2 ms target swung between 0 and 20 ms from 19 s on, where α (2.4 ms there) held steady.
 const ALONE_QUEUE_RTT: f64 = 0.02;
 /// Measured share below which the flow aims at α, and above which at [`ALONE_QUEUE`]
-/// (linear between). One flow alone measures 0.85–1.03 (the queue it reads before the bump
-/// is the lowest of an RTT, so noise lowers it); four flows of a quarter each 0.17–0.66.
+/// (linear between). One flow alone measures 0.83–1.03 (the queue it reads before the bump
+/// is the lowest of an RTT, so noise lowers it); four flows of a quarter each 0.13–0.66.
 const ALONE_SHARE: (f64, f64) = (0.7, 0.85);
 /// A share sample's weight in the smoothed share.
 const SHARE_GAIN: f64 = 0.5;
