@@ -13,8 +13,8 @@
 //! - **Look-ahead**: the session asks for more only while less than [`LOOKAHEAD`] bytes wait
 //!   ahead of its send cursor; reading far ahead is the driver's job, on its own thread.
 //! - **Budget** ([`SenderConfig::send_buffer`](crate::SenderConfig::send_buffer)): when the
-//!   blocks held reach it — a loss not yet repaired pins the oldest block and everything
-//!   after it — new data waits; retransmissions go on.
+//!   blocks held reach it — what is in flight, and what losses not yet repaired reach into
+//!   (below) — new data waits; retransmissions go on.
 //!
 //! Blocks are released once every chunk reaching into them is acknowledged, and their buffers
 //! go back to the source for reuse. Front first; and when the blocks held reach half the budget
@@ -258,7 +258,7 @@ impl SendBuffer {
         for b in blocks {
             let keep = undelivered(&b, delivered, sizes, payload);
             let kept: u64 = keep.iter().map(|r| r.end - r.start).sum();
-            if kept == b.data.len() as u64 || kept as f64 > COMPACT_BELOW * b.data.len() as f64 {
+            if kept as f64 > COMPACT_BELOW * b.data.len() as f64 {
                 self.blocks.push_back(b);
                 continue;
             }

@@ -269,6 +269,15 @@ const SHARE_AT_TARGET: f64 = 1.25;
 /// Samples are clamped to this: a rise the bump cannot explain alone is someone else's.
 const SHARE_MAX: f64 = 1.5;
 
+/// A flow's share of the bottleneck, as its stale probes measured it.
+#[derive(Debug, Clone, Copy)]
+struct Share {
+    /// Samples of `r/C`, smoothed.
+    smoothed: f64,
+    /// Delivery rate, bits/s, before the probe that took the last sample.
+    delivery: f64,
+}
+
 /// How far a flow with smoothed share `share` counts as alone: 0 (aims at α) to 1.
 fn alone_weight(share: Option<f64>) -> f64 {
     let (lo, hi) = ALONE_SHARE;
@@ -464,13 +473,11 @@ enum Probe {
 pub struct Delay {
     alpha_bits: f64,
     /// This flow's share of the bottleneck's capacity as its stale probes measured it
-    /// (smoothed; `None` before the first).
-    share: Option<f64>,
+    /// (`None` before the first, and once forgotten).
+    share: Option<Share>,
     /// The queue this flow aims at alone, seconds: [`ALONE_QUEUE`] or [`ALONE_QUEUE_RTT`] of
     /// the path's RTT.
     alone_queue: f64,
-    /// Delivery rate, bits/s, before the probe that measured `share`.
-    share_delivery: f64,
     cap: f64,
     floor: f64,
     /// Pacing rate, bits/s, within [floor, cap].
@@ -543,7 +550,6 @@ impl Delay {
         Delay {
             alpha_bits: (queue_target.max(1500) * 8) as f64,
             share: None,
-            share_delivery: 0.0,
             alone_queue: ALONE_QUEUE,
             cap,
             floor,
@@ -626,7 +632,7 @@ impl Delay {
     /// the whole bottleneck, as little as [`ALONE_QUEUE`] seconds at its rate. See
     /// "Alone, a shorter queue" in the module doc.
     fn alpha(&self) -> f64 {
-        let alone = alone_weight(self.share);
+        let alone = alone_weight(self.share.map(|s| s.smoothed));
         let short = (self.rate * self.alone_queue).min(self.alpha_bits);
         self.alpha_bits - alone * (self.alpha_bits - short)
     }
@@ -709,7 +715,6 @@ impl Delay {
         let competing = self.is_competing();
         let alpha_now = self.alpha();
         let mut share_sample = None;
-        let mut share_d0 = 0.0;
         let (verdict, drained) = match &mut self.probe {
             Probe::Idle { next } => {
                 let floor_age = self.base_owd.age(now).unwrap_or_default();
@@ -854,8 +859,7 @@ impl Delay {
                     } else {
                         0.0
                     };
-                    share_sample = Some(x.clamp(0.0, SHARE_MAX));
-                    share_d0 = *d0;
+                    share_sample = Some((x.clamp(0.0, SHARE_MAX), *d0));
                 }
                 let stale = *kind == ProbeKind::Stale
                     && !queue_grew
@@ -864,9 +868,11 @@ impl Delay {
                 (stale, drained)
             }
         };
-        if let Some(x) = share_sample {
-            self.share = Some(self.share.map_or(x, |s| s + SHARE_GAIN * (x - s)));
-            self.share_delivery = share_d0;
+        if let Some((x, delivery)) = share_sample {
+            let smoothed = self
+                .share
+                .map_or(x, |s| s.smoothed + SHARE_GAIN * (x - s.smoothed));
+            self.share = Some(Share { smoothed, delivery });
         }
         if let Some((outcome, capacity)) = drained {
             self.after_drain(now, outcome, capacity, srtt, q, floor);
@@ -988,7 +994,7 @@ impl RateControl for Delay {
         // capacity stepped down, or others took part of it. Aim at α until a probe says
         // again that this flow is alone.
         if let (Some(d), false) = (d, probing) {
-            if self.share.is_some() && d < SHARE_RESET * self.share_delivery {
+            if self.share.is_some_and(|s| d < SHARE_RESET * s.delivery) {
                 self.share = None;
             }
         }

@@ -433,7 +433,7 @@ fn alone_it_holds_a_shorter_queue_than_alpha() {
     let alpha_q = (DEFAULT_QUEUE_TARGET * 8) as f64 / 100e6;
     assert!(util > 0.97, "utilisation {util}");
     assert!(
-        c.share.is_some_and(|s| s > ALONE_SHARE.1),
+        c.share.is_some_and(|s| s.smoothed > ALONE_SHARE.1),
         "share {:?}",
         c.share
     );
@@ -448,7 +448,7 @@ fn sharing_the_link_it_keeps_alpha() {
     let alpha_q = (DEFAULT_QUEUE_TARGET * 8) as f64 / 50e6;
     assert!(util > 0.9, "utilisation of what is left {util}");
     assert!(
-        c.share.is_some_and(|s| s < ALONE_SHARE.0),
+        c.share.is_some_and(|s| s.smoothed < ALONE_SHARE.0),
         "share {:?}",
         c.share
     );
