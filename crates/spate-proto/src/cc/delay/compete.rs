@@ -19,8 +19,8 @@
 //!             W(t) = N·C·(t − K)³ + W_max,   K = ∛((W_max − W(0)) / (N·C)),  C = 0.4, β = 0.7
 //! event:  W_max ← max(W or W·(1 + β)/2 by fast convergence, min(N·C·T³/(1 − β), 2·W)),
 //!         W ← β·W   (every event cuts)
-//! rate    = W · packet / srtt;  W ≤ 1.25·D·srtt (not grown past what the path carries);
-//!         N = 1 `fair`, 2 `high`
+//! rate    = W · packet / srtt;  W ≤ 1.25·D·srtt (not grown past what the path carries)
+//!         from 2 RTTs after entering;  N = 1 `fair`, 2 `high`
 //! ```
 //!
 //! Against a buffer-filler every flow's share is its share of the queue, and the competitor
@@ -162,6 +162,15 @@ pub struct Compete {
     deepest: WindowedMax,
     /// No events before this: the queue still shows this flow's own drain.
     quiet_until: Instant,
+    /// The window is not capped by what the path delivered before this: two RTTs after
+    /// entering. The mode is entered from a judged drain, at an estimate of a fair share; the
+    /// deliveries of the first RTTs still show the drain's half rate and the delay mode's
+    /// yielding, not the rate entered with. Capped at once, a flow joining CUBIC late in a
+    /// 4×BDP buffer fell from the 48 Mbit/s it entered with to 1.25 × the 15 it had been
+    /// getting, and the competitor's next cut, 0.5 s later, set its plateau there: 14 s at
+    /// 17 Mbit/s, 39.5 % of the fairness window (simulator, `scenarios/tcp`); uncapped for
+    /// two RTTs, 55.1 %.
+    validate_from: Instant,
     /// The queue has fallen from full since the last event (or there was none).
     armed: bool,
     /// The competitor is rate-based (BBR, recognised by `dips.rs`): it does not cut on loss,
@@ -204,6 +213,7 @@ impl Compete {
             },
             // The rate has just changed: the next RTTs' queue shows the change, not a cut.
             quiet_until: now + srtt * 2,
+            validate_from: now + srtt * 2,
             armed: true,
             rate_based: false,
             follow: Follow::new(now, srtt, n),
@@ -371,7 +381,7 @@ impl Compete {
                 self.w = (nc * (t - self.k).powi(3) + self.w_max).max(2.0);
             }
         }
-        if let Some(d) = delivered {
+        if let Some(d) = delivered.filter(|_| now >= self.validate_from) {
             // Window validation (as RFC 7661 for TCP): a window the path does not carry is
             // not grown, or a later cut would cut only the excess and change nothing.
             let carried = MAX_OVER_DELIVERED * d * rtt / self.packet_bits;
@@ -393,6 +403,24 @@ mod tests {
         let mut c = Compete::new(Instant::ZERO, 1.0, 40e6, srtt, PACKET, (0.05, 0));
         let r = c.on_report(Instant::ZERO, (0.05, 0), srtt, srtt, false, None);
         assert!((r / 40e6 - 1.0).abs() < 0.01, "{r}");
+    }
+
+    /// The rate entered with is a share estimate above what the flow got while it yielded
+    /// and drained: delivery caps the window only two RTTs later, when it can show the new rate.
+    #[test]
+    fn delivery_caps_the_window_only_once_it_can_show_the_rate_entered_with() {
+        let srtt = Duration::from_millis(100);
+        let mut c = Compete::new(Instant::ZERO, 1.0, 40e6, srtt, PACKET, (0.05, 0));
+        let mut t = Instant::ZERO;
+        let mut rates = Vec::new();
+        for _ in 0..30 {
+            t += Duration::from_millis(10);
+            rates.push(c.on_report(t, (0.05, 0), srtt, srtt, false, Some(10e6)));
+        }
+        // Before two RTTs (200 ms): the rate entered with.
+        assert!(rates[..19].iter().all(|r| *r > 39e6), "{rates:?}");
+        // After: at most 1.25 × what was delivered.
+        assert!(rates[20..].iter().all(|r| *r <= 12.5e6 + 1.0), "{rates:?}");
     }
 
     /// Reports every 10 ms for `secs`: the queue at 50 ms, full (100 ms) for the reports of
