@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Reproduce docs/results/lab/: calibration, the head-to-head paths, the research's handover
 # scenarios with every tool, and the simulator-vs-emulator comparison. Needs root and
-# scripts/lab-setup.sh; takes about 75 minutes (every run is real time). OUT overrides the
+# scripts/lab-setup.sh; takes about 90 minutes (every run is real time). OUT overrides the
 # directory; TOOLS the tool list.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 out="${OUT:-$here/docs/results/lab}"
-tools="${TOOLS:-spate,cubic,bbr,gridftp,udt}"
+tools="${TOOLS:-spate,cubic,bbr,gridftp,gridftp-bbr,udt}"
 lab="$here/target/release/spate-lab"
 cargo build --release -p spate-lab --manifest-path "$here/Cargo.toml"
 mkdir -p "$out/runs"

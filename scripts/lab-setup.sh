@@ -7,6 +7,8 @@
 #   globus-gass-copy-progs  GridFTP client (globus-url-copy -p 8) for spate-lab emu
 #   globus-gridftp-server-progs   GridFTP server
 #   libudt-dev, g++         UDT4; this script builds lab/udt/spate-udt.cpp into /usr/local/bin
+#   gcc                     lab/tcpcc/spate-tcp-cc.c into /usr/local/lib: sets BBR on GridFTP's
+#                           sockets for spate-lab emu's gridftp-bbr (GridFTP has no option)
 #   openssh-server/client   tests/e2e_ssh.rs starts a private sshd on loopback
 #   nftables                a blocked UDP port in the ssh tests
 #   libxdp-dev, libbpf-dev, gcc, ethtool   scripts/afxdp-forwarder.sh builds an AF_XDP
@@ -38,6 +40,11 @@ udt=/usr/local/bin/spate-udt
 if [ ! -x "$udt" ] || [ "$here/lab/udt/spate-udt.cpp" -nt "$udt" ]; then
     g++ -O2 -o "$udt" "$here/lab/udt/spate-udt.cpp" -ludt -lpthread
 fi
+tcpcc=/usr/local/lib/spate-tcp-cc.so
+if [ ! -f "$tcpcc" ] || [ "$here/lab/tcpcc/spate-tcp-cc.c" -nt "$tcpcc" ]; then
+    gcc -O2 -Wall -shared -fPIC -o "$tcpcc" "$here/lab/tcpcc/spate-tcp-cc.c" -ldl
+fi
+modprobe tcp_bbr 2>/dev/null || true
 if ! command -v rattan >/dev/null; then
     # Under sudo, root's PATH may not hold the invoking user's rustup cargo.
     cargo="$(command -v cargo || true)"
@@ -54,4 +61,4 @@ if ! command -v rattan >/dev/null; then
 fi
 modprobe tun 2>/dev/null || true
 echo "ready: $(iperf3 --version | head -1); $(ip -V); $(ssh -V 2>&1); $(nft --version);" \
-    "$(globus-url-copy -version 2>&1 | head -1); spate-udt at $udt; $(rattan --version 2>/dev/null | head -1 || echo 'no rattan')"
+    "$(globus-url-copy -version 2>&1 | head -1); spate-udt at $udt; spate-tcp-cc at $tcpcc; $(rattan --version 2>/dev/null | head -1 || echo 'no rattan')"

@@ -170,7 +170,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
     let rank = |label: &str| {
         Protocol::ALL
             .iter()
-            .position(|p| label.starts_with(p.name()))
+            .position(|p| label.split('+').next() == Some(p.name()))
             .unwrap_or(usize::MAX)
     };
     runs.sort_by(|(pa, a), (pb, b)| {

@@ -5,6 +5,7 @@
 //! | `spate` | `spate-lab bench-end spate-recv` (Spate's server, data discarded) | `spate-lab bench-end spate-send --mem` (Spate's sender, memory source, encrypted as by default) |
 //! | `cubic` `bbr` `reno` | `iperf3 -s -1` | `iperf3 -c -C <algorithm>` (kernel TCP, congestion control set per socket) |
 //! | `gridftp` | `globus-gridftp-server` (anonymous, `/dev/null` sink) | `globus-url-copy -p 8` from `/dev/zero` |
+//! | `gridftp-bbr` | the same, every TCP socket set to BBR by `spate-tcp-cc.so` (`LD_PRELOAD`) | the same, likewise |
 //! | `udt` | `spate-udt recv` (ours, on libudt) | `spate-udt send` |
 //!
 //! Spate's ends are the same driver code `spate send` and `spate serve` run (the `spate`
@@ -33,7 +34,7 @@ pub fn port(p: Protocol, i: usize) -> u16 {
     let base = match p {
         Protocol::Spate => 7100,
         Protocol::Cubic | Protocol::Bbr | Protocol::Reno => 5201,
-        Protocol::Gridftp => 2811,
+        Protocol::Gridftp | Protocol::GridftpBbr => 2811,
         Protocol::Udt => 9100,
     };
     base + i as u16
@@ -52,7 +53,7 @@ pub fn classify(c: &mut Classifier, i: usize, f: &FlowSpec) {
         Protocol::Spate => c.add(UDP, p, p, i, SPATE_OVERHEAD),
         Protocol::Udt => c.add(UDP, p, p, i, UDT_OVERHEAD),
         Protocol::Cubic | Protocol::Bbr | Protocol::Reno => c.add(TCP, p, p, i, 0),
-        Protocol::Gridftp => {
+        Protocol::Gridftp | Protocol::GridftpBbr => {
             c.add(TCP, p, p, i, 0);
             let (lo, hi) = gridftp_ports(i);
             c.add(TCP, lo, hi, i, 0);
@@ -68,6 +69,8 @@ pub struct Tools {
     pub keys: PathBuf,
     /// The UDT helper, when built.
     pub udt: Option<PathBuf>,
+    /// The shim that sets a TCP socket's congestion control (`lab/tcpcc`), when built.
+    pub tcp_cc: Option<PathBuf>,
     /// Scratch directory for logs.
     pub dir: PathBuf,
 }
@@ -111,13 +114,16 @@ pub fn check(p: Protocol, t: &Tools) -> Result<()> {
     let need: &[&str] = match p {
         Protocol::Spate => &[],
         Protocol::Cubic | Protocol::Bbr | Protocol::Reno => &["iperf3"],
-        Protocol::Gridftp => &["globus-url-copy", "globus-gridftp-server"],
+        Protocol::Gridftp | Protocol::GridftpBbr => &["globus-url-copy", "globus-gridftp-server"],
         Protocol::Udt => &[],
     };
     for prog in need {
         if which(prog).is_none() {
             bail!("protocol {p} needs {prog}, which is not installed; run scripts/lab-setup.sh");
         }
+    }
+    if p == Protocol::GridftpBbr && t.tcp_cc.is_none() {
+        bail!("protocol gridftp-bbr needs spate-tcp-cc.so (built from lab/tcpcc by scripts/lab-setup.sh), which sets BBR on GridFTP's sockets");
     }
     if p == Protocol::Udt && t.udt.is_none() {
         bail!("protocol udt needs the spate-udt helper (built from lab/udt by scripts/lab-setup.sh, which installs libudt-dev)");
@@ -176,31 +182,27 @@ pub fn start_receiver(
             what,
             t,
         )?,
-        Protocol::Gridftp => {
+        Protocol::Gridftp | Protocol::GridftpBbr => {
             let (lo, hi) = gridftp_ports(i);
             let server = which("globus-gridftp-server").context("globus-gridftp-server")?;
-            let mut p = spawn(
-                &bed.server,
-                Path::new("env"),
-                &[
-                    format!("GLOBUS_TCP_PORT_RANGE={lo},{hi}"),
-                    server.to_string_lossy().into_owned(),
-                    s("-aa"),
-                    s("-anonymous-user"),
-                    s("nobody"),
-                    s("-p"),
-                    port.to_string(),
-                    s("-control-interface"),
-                    SERVER.to_string(),
-                    s("-data-interface"),
-                    SERVER.to_string(),
-                    s("-single"),
-                    s("-debug"),
-                ],
-                what,
-                t,
-            )?;
-            p.what = format!("flow{i} gridftp server");
+            let mut a = congestion_env(f.protocol, t)?;
+            a.push(format!("GLOBUS_TCP_PORT_RANGE={lo},{hi}"));
+            a.extend([
+                server.to_string_lossy().into_owned(),
+                s("-aa"),
+                s("-anonymous-user"),
+                s("nobody"),
+                s("-p"),
+                port.to_string(),
+                s("-control-interface"),
+                SERVER.to_string(),
+                s("-data-interface"),
+                SERVER.to_string(),
+                s("-single"),
+                s("-debug"),
+            ]);
+            let mut p = spawn(&bed.server, Path::new("env"), &a, what, t)?;
+            p.what = format!("flow{i} {} server", f.protocol);
             p
         }
         Protocol::Udt => spawn(
@@ -274,10 +276,10 @@ pub fn start_sender(bed: &Bed, i: usize, f: &FlowSpec, t: &Tools, secs: f64) -> 
             }
             spawn(&bed.client, Path::new("iperf3"), &a, what, t)
         }
-        Protocol::Gridftp => spawn(
-            &bed.client,
-            Path::new("globus-url-copy"),
-            &[
+        Protocol::Gridftp | Protocol::GridftpBbr => {
+            let mut a = congestion_env(f.protocol, t)?;
+            a.extend([
+                s("globus-url-copy"),
                 s("-p"),
                 s("8"),
                 s("-fast"),
@@ -285,10 +287,9 @@ pub fn start_sender(bed: &Bed, i: usize, f: &FlowSpec, t: &Tools, secs: f64) -> 
                 bytes.to_string(),
                 s("file:///dev/zero"),
                 format!("ftp://server:{port}/dev/null"),
-            ],
-            what,
-            t,
-        ),
+            ]);
+            spawn(&bed.client, Path::new("env"), &a, what, t)
+        }
         Protocol::Udt => spawn(
             &bed.client,
             t.udt.as_deref().context("spate-udt")?,
@@ -302,6 +303,20 @@ pub fn start_sender(bed: &Bed, i: usize, f: &FlowSpec, t: &Tools, secs: f64) -> 
             t,
         ),
     }
+}
+
+/// `env` assignments that give a GridFTP end's TCP sockets the protocol's congestion control:
+/// none for `gridftp` (the namespaces default to CUBIC), the `spate-tcp-cc.so` shim asking for
+/// BBR for `gridftp-bbr`.
+fn congestion_env(p: Protocol, t: &Tools) -> Result<Vec<String>> {
+    if p != Protocol::GridftpBbr {
+        return Ok(Vec::new());
+    }
+    let shim = t.tcp_cc.as_deref().context("spate-tcp-cc.so")?;
+    Ok(vec![
+        format!("LD_PRELOAD={}", shim.display()),
+        "SPATE_TCP_CC=bbr".to_owned(),
+    ])
 }
 
 /// CPU seconds (user + system) a process has used so far, from `/proc/PID/stat`.

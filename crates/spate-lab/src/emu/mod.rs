@@ -45,7 +45,7 @@ pub struct EmuArgs {
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
     /// Run the scenario once per protocol, every flow using it, one after another
-    /// (comma-separated: spate, cubic, bbr, reno, gridftp, udt). Default: the file's.
+    /// (comma-separated: spate, cubic, bbr, reno, gridftp, gridftp-bbr, udt). Default: the file's.
     #[arg(long, value_delimiter = ',')]
     pub protocols: Vec<String>,
     /// Write each run's JSON, CSV time series and plot, and a comparison plot and table, here.
@@ -76,7 +76,8 @@ pub fn run(a: EmuArgs) -> Result<()> {
         .iter()
         .map(|p| {
             Protocol::parse(p.trim()).with_context(|| {
-                format!("unknown protocol {p:?}; choose from spate, cubic, bbr, reno, gridftp, udt")
+                let names: Vec<_> = Protocol::ALL.iter().map(|p| p.name()).collect();
+                format!("unknown protocol {p:?}; choose from {}", names.join(", "))
             })
         })
         .collect::<Result<_>>()?;

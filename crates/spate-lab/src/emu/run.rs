@@ -1,7 +1,7 @@
 //! One emulated run: bed, receivers, forwarder, senders at their start times, and the report.
 
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +32,10 @@ pub struct Run {
     pub series: TimeSeries,
 }
 
+/// Where `scripts/lab-setup.sh` installs the shim that sets GridFTP's congestion control
+/// (`lab/tcpcc/spate-tcp-cc.c`); a copy next to this binary is found too.
+pub const TCP_CC_SHIM: &str = "/usr/local/lib/spate-tcp-cc.so";
+
 /// Where this binary's helpers are.
 fn tools(dir: &Path) -> Result<Tools> {
     let lab = std::env::current_exe().context("cannot find the spate-lab executable")?;
@@ -42,10 +46,17 @@ fn tools(dir: &Path) -> Result<Tools> {
         let p = lab.with_file_name("spate-udt");
         p.is_file().then_some(p)
     });
+    let tcp_cc = [
+        PathBuf::from(TCP_CC_SHIM),
+        lab.with_file_name("spate-tcp-cc.so"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file());
     Ok(Tools {
         lab,
         keys,
         udt,
+        tcp_cc,
         dir: dir.to_path_buf(),
     })
 }
