@@ -455,7 +455,7 @@ rate_mbps = 90.0
             "policy = \"fixed\"",
             "protocol = \"tcp\"\npolicy = \"fixed\""
         ))
-        .contains("unknown protocol \"tcp\"; choose one of spate, cubic, bbr, reno, gridftp, udt"));
+        .contains("unknown protocol \"tcp\"; choose one of spate, cubic, bbr, reno, gridftp, gridftp-bbr, udt"));
         let tenth = Scenario::parse(GOOD).unwrap().scaled(0.1);
         let p = tenth.schedule.phases();
         assert_eq!((p[0].rate_bps, p[1].rate_bps), (10_000_000, 1_000_000_000));

@@ -412,16 +412,16 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         )
     };
     let root = dir.path().join("dst");
-    let (mut file_row, short) =
-        file_runs(place.name, FILE, a.repeat, retx, &src, &root, &mut transfer)?;
-    file_row.note = if short {
-        "the copy is missing or short!".to_owned()
-    } else {
-        format!(
-            "BLAKE3 of the file at both ends included; {}",
-            file_row.note
-        )
-    };
+    let mut file_row = file_runs(
+        place.name,
+        FILE,
+        a.repeat,
+        retx,
+        &src,
+        &root,
+        &mut transfer,
+        |r| format!("BLAKE3 of the file at both ends included; {}", r.note),
+    )?;
     if let Some((first, read)) = file_row.start {
         file_row.note = format!(
             "first file byte sent {:.0} ms after the sender started; the file read {:.2}×; {}",
@@ -481,21 +481,26 @@ fn slow_disk_rows(
     let list: Vec<String> = writes.iter().map(|w| num(w.0, 3, "")).collect();
     let (limit_gbps, limit_cpu) = median_by(writes, |w| w.0);
     let root = disk.root().join("dst");
-    let (mut file, short) =
-        file_runs(place.name, DISK_FILE, a.repeat, held, &src, &root, transfer)?;
-    let _ = std::fs::remove_file(&src);
-    file.note = if short {
-        "the copy is missing or short!".to_owned()
-    } else {
-        format!(
-            "{:.1} % of the disk's limit (below, measured in this run); ext4 on a loop device \
+    let file = file_runs(
+        place.name,
+        DISK_FILE,
+        a.repeat,
+        held,
+        &src,
+        &root,
+        transfer,
+        |r| {
+            format!(
+                "{:.1} % of the disk's limit (below, measured in this run); ext4 on a loop device \
              throttled to {}, {} MiB per run; {}",
-            100.0 * file.gbps / limit_gbps,
-            spate::rate::format_rate(a.disk_rate as f64),
-            size >> 20,
-            file.note
-        )
-    };
+                100.0 * r.gbps / limit_gbps,
+                spate::rate::format_rate(a.disk_rate as f64),
+                size >> 20,
+                r.note
+            )
+        },
+    )?;
+    let _ = std::fs::remove_file(&src);
     let write = Row {
         path: place.name,
         test: DISK_WRITE,
@@ -516,7 +521,9 @@ fn slow_disk_rows(
 
 /// `repeat` Spate transfers of the file `src` into a new directory `root` (each run writes a
 /// new file, as the first did: an existing one would be skipped) by `transfer(root, src)`:
-/// the median run's row (`repeated`), and whether any copy came out missing or short.
+/// the median run's row (`repeated`), its note made by `whole(row)` when every copy came out
+/// whole and a warning when one is missing or short.
+#[allow(clippy::too_many_arguments)]
 fn file_runs(
     path: &'static str,
     test: &'static str,
@@ -525,7 +532,8 @@ fn file_runs(
     src: &Path,
     root: &Path,
     transfer: &mut impl FnMut(&str, &str) -> Result<(Value, Value)>,
-) -> Result<(Row, bool)> {
+    whole: impl FnOnce(&Row) -> String,
+) -> Result<Row> {
     std::fs::create_dir(root)?;
     let size = std::fs::metadata(src)?.len();
     let copy = root.join(src.file_name().context("the source has no file name")?);
@@ -537,7 +545,12 @@ fn file_runs(
         short |= std::fs::metadata(&copy).map(|m| m.len()).ok() != Some(size);
         Ok(ends)
     })?;
-    Ok((row, short))
+    let note = if short {
+        "the copy is missing or short!".to_owned()
+    } else {
+        whole(&row)
+    };
+    Ok(Row { note, ..row })
 }
 
 /// [`retx`], and how long the receiver's Write Limit held the sender (spec §7.4): what a disk

@@ -36,7 +36,7 @@ pub struct EmuReport {
 /// One flow of a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EmuFlow {
-    /// spate, cubic, bbr, reno, gridftp, udt.
+    /// spate, cubic, bbr, reno, gridftp, gridftp-bbr, udt.
     pub protocol: String,
     /// Spate's rate policy (other protocols: "-").
     pub policy: String,
