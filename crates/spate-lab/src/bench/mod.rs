@@ -89,7 +89,7 @@ pub struct BenchArgs {
     /// 1G): a loop device held to it by the kernel, slower than the path, so that its limit
     /// holds still while Spate is measured against it (root only; 0 leaves it out). Each run
     /// moves min(--size, 1 GiB).
-    #[arg(long, default_value = "1G", value_parser = spate::rate::parse_rate)]
+    #[arg(long, default_value = "1G", value_parser = parse_disk_rate)]
     disk_rate: u64,
     /// Print the results as JSON on stdout instead of tables.
     #[arg(long)]
@@ -859,6 +859,15 @@ fn table(rows: &[Row]) -> String {
     t
 }
 
+/// `--disk-rate`: a rate, or 0 to leave the throttled disk out (`parse_rate` refuses 0).
+fn parse_disk_rate(text: &str) -> Result<u64, String> {
+    if text.trim() == "0" {
+        Ok(0)
+    } else {
+        spate::rate::parse_rate(text)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -943,5 +952,13 @@ mod tests {
         let r = repeated("veth", MEM, 1, retx, || Ok(run(1.0, 0.0))).unwrap();
         assert_eq!((r.gbps, r.note.as_str()), (1.0, "1.00 % retransmitted"));
         assert!(r.runs.is_empty());
+    }
+
+    /// `--disk-rate 0` leaves the throttled disk out, as its help says; other values are rates.
+    #[test]
+    fn a_disk_rate_of_zero_leaves_the_disk_out() {
+        assert_eq!(parse_disk_rate("0"), Ok(0));
+        assert_eq!(parse_disk_rate("1G"), Ok(1_000_000_000));
+        assert!(parse_disk_rate("-1").is_err());
     }
 }
