@@ -95,6 +95,18 @@ pub fn free_page_reporting() -> bool {
     })
 }
 
+/// KiB of freed memory this VM has handed back to its host so far, where the kernel's
+/// free page reporting says (`/sys/module/page_reporting/parameters/reported_kib`, a
+/// parameter of some VM kernels, not of upstream Linux): what a new file's pages may have to
+/// be faulted in from the host again.
+pub fn reported_kib() -> Option<u64> {
+    std::fs::read_to_string("/sys/module/page_reporting/parameters/reported_kib")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// BLAKE3 over one 1 MiB block in cache, `bytes` in all: Gbit/s and CPU-seconds per Gbit
 /// (what hashing each byte once costs an end, without the memory traffic of reaching it).
 pub fn hash(bytes: u64) -> Result<(f64, f64)> {

@@ -412,6 +412,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         )
     };
     let root = dir.path().join("dst");
+    let reported = floor::reported_kib();
     let mut file_row = file_runs(
         place.name,
         FILE,
@@ -422,6 +423,16 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         &mut transfer,
         |r| format!("BLAKE3 of the file at both ends included; {}", r.note),
     )?;
+    if let (Some(before), Some(after)) = (reported, floor::reported_kib()) {
+        // On the project VM most of the receiver's distance from its floor was this: freed
+        // pages went back to the host at once, and each new file faulted them in again
+        // (docs/results/bench-io.md, session 32).
+        file_row.note = format!(
+            "{}; the VM handed {} MiB of freed pages back to its host during these runs",
+            file_row.note,
+            after.saturating_sub(before) >> 10
+        );
+    }
     if let Some((first, read)) = file_row.start {
         file_row.note = format!(
             "first file byte sent {:.0} ms after the sender started; the file read {:.2}×; {}",
