@@ -1,4 +1,18 @@
 //! One direction of a path.
+//!
+//! A packet offered at `now` meets, in order: an outage (dropped), the drop-tail queue (dropped
+//! if the backlog is longer than the phase's `queue`), serialisation at the phase's rate, random
+//! or burst loss, half the RTT of propagation, reordering (a fraction delayed by
+//! `reorder_delay`), a stall, and duplication.
+//!
+//! **Stalls** model what a busy host, a hypervisor's pause or a radio scheduler does to a path:
+//! for `stall` at a time nothing arrives, then everything held arrives at once, in order, and
+//! nothing is lost. The bottleneck keeps serving during a stall (the hold is after it), so a
+//! stall adds delay but no queue and takes no capacity. Stall starts are a Poisson process with
+//! mean gap `stall_every` (drawn from their own random stream, so a scenario without stalls
+//! gives the same fates as before they existed); a packet whose arrival falls inside a stall
+//! arrives at its end. The emulator's own scheduling delays look like this (lateness of
+//! 0.1–0.2 ms mean and up to 25 ms on a busy 2-core VM), which is why the simulator has them.
 
 use core::time::Duration;
 
@@ -53,6 +67,8 @@ pub struct LinkStats {
     pub duplicated: u64,
     /// Given extra reordering delay.
     pub reordered: u64,
+    /// Held by a stall (counted whether or not later lost to an outage).
+    pub stalled: u64,
 }
 
 /// One direction of a path: bottleneck queue, serialisation, delay and impairments.
@@ -65,6 +81,9 @@ pub struct Link {
     loss_rng: SimRng,
     reorder_rng: SimRng,
     dup_rng: SimRng,
+    stall_rng: SimRng,
+    /// The stall window generated last, `[start, end)`; later ones are drawn as arrivals pass it.
+    stall_window: (Instant, Instant),
     stats: LinkStats,
 }
 
@@ -80,6 +99,8 @@ impl Link {
             loss_rng: SimRng::new(seed, direction * 16 + 1),
             reorder_rng: SimRng::new(seed, direction * 16 + 2),
             dup_rng: SimRng::new(seed, direction * 16 + 3),
+            stall_rng: SimRng::new(seed, direction * 16 + 4),
+            stall_window: (Instant::ZERO, Instant::ZERO),
             stats: LinkStats::default(),
         }
     }
@@ -118,6 +139,32 @@ impl Link {
         }
     }
 
+    /// When a packet due at `at` arrives, given the stalls of the phase in force (`self.phase`,
+    /// at its sending). Windows are drawn in time order from the phase start or the last one's
+    /// end, whichever is later; a reordered packet due before the current window is not held.
+    fn after_stalls(&mut self, at: Instant) -> Instant {
+        let p = &self.schedule.phases()[self.phase];
+        if !p.stalls() {
+            return at;
+        }
+        let (stall, every) = (p.stall, p.stall_every.as_secs_f64());
+        let phase_start = Instant::ZERO + p.at;
+        while self.stall_window.1 <= at {
+            let from = self.stall_window.1.max(phase_start);
+            // Exponential gap; 1 − u is in (0, 1], so the logarithm is finite.
+            let gap = -(1.0 - self.stall_rng.unit()).ln() * every;
+            let start = from.saturating_add(Duration::from_secs_f64(gap.min(1e9)));
+            self.stall_window = (start, start.saturating_add(stall));
+        }
+        let (start, end) = self.stall_window;
+        if at >= start {
+            self.stats.stalled += 1;
+            end
+        } else {
+            at
+        }
+    }
+
     /// Send a packet of `wire_bytes` (IP bytes) into the link at `now`. Calls must come in
     /// non-decreasing `now` order.
     pub fn transmit(&mut self, now: Instant, wire_bytes: u64) -> Fate {
@@ -144,6 +191,8 @@ impl Link {
             self.stats.reordered += 1;
             at += p.reorder_delay;
         }
+        let at = self.after_stalls(at);
+        let p = &self.schedule.phases()[self.phase];
         let duplicate = self.dup_rng.chance(p.duplicate);
         // A packet that would arrive during an outage (of this or a later phase) is lost too.
         let arrival_phase = &self.schedule.phases()[self.schedule.index_at(at)];
@@ -250,6 +299,63 @@ mod tests {
             l.transmit(Instant::from_millis(1500), 100),
             Fate::Delivered { .. }
         ));
+    }
+
+    #[test]
+    fn a_stall_holds_arrivals_and_releases_them_in_order_at_its_end() {
+        // 120 Mbit/s, no queue limit to speak of, 10 ms RTT; stalls of 20 ms every 100 ms.
+        let mut p = Phase::clean(ms(0), 120_000_000, ms(10));
+        p.stall = ms(20);
+        p.stall_every = ms(100);
+        let mut l = Link::new(Schedule::new(vec![p]).unwrap(), 5, 0);
+        let mut last = Instant::ZERO;
+        let (mut held, mut max_hold) = (0, Duration::ZERO);
+        // One 1500-byte packet every 0.1 ms for 10 s: the link is exactly full.
+        for i in 0..100_000u64 {
+            let now = Instant::from_micros(i * 100);
+            match l.transmit(now, 1500) {
+                Fate::Delivered {
+                    at, queue_delay, ..
+                } => {
+                    assert!(at >= last, "stalls must not reorder");
+                    assert!(queue_delay <= ms(1), "a stall adds no queue");
+                    let hold = at.saturating_since(now + Duration::from_micros(100) + ms(5));
+                    assert!(hold <= ms(20), "{hold:?}");
+                    if hold > Duration::ZERO {
+                        held += 1;
+                        max_hold = max_hold.max(hold);
+                    }
+                    last = at;
+                }
+                f => panic!("a stall loses nothing: {f:?}"),
+            }
+        }
+        // About a fifth of the time is stalled: 20 ms of every ~120 ms (a stall, then a gap
+        // drawn from its end).
+        assert!((12_000..22_000).contains(&held), "{held}");
+        assert_eq!(l.stats().stalled, held);
+        assert!(max_hold > ms(19), "{max_hold:?}");
+    }
+
+    #[test]
+    fn stalls_do_not_move_other_fates() {
+        let mut p = Phase::clean(ms(0), 1_000_000_000, ms(10));
+        p.loss = 0.05;
+        let run = |p: Phase| {
+            let mut l = Link::new(Schedule::new(vec![p]).unwrap(), 3, 0);
+            (0..10_000)
+                .map(|i| {
+                    matches!(
+                        l.transmit(Instant::from_micros(i * 20), 1500),
+                        Fate::Dropped(_)
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let plain = run(p.clone());
+        p.stall = ms(5);
+        p.stall_every = ms(20);
+        assert_eq!(run(p), plain);
     }
 
     #[test]

@@ -28,6 +28,11 @@ pub struct Phase {
     pub duplicate: f64,
     /// The path delivers nothing for this long from the phase start.
     pub outage: Duration,
+    /// Length of each stall: the path holds what would arrive for this long, then delivers
+    /// it at once, in order (0: no stalls). See [`crate::link`].
+    pub stall: Duration,
+    /// Mean time between the starts of stalls (exponentially distributed).
+    pub stall_every: Duration,
 }
 
 impl Phase {
@@ -44,7 +49,14 @@ impl Phase {
             reorder_delay: Duration::ZERO,
             duplicate: 0.0,
             outage: Duration::ZERO,
+            stall: Duration::ZERO,
+            stall_every: Duration::ZERO,
         }
+    }
+
+    /// True if this phase has stalls.
+    pub fn stalls(&self) -> bool {
+        self.stall > Duration::ZERO && self.stall_every > Duration::ZERO
     }
 
     /// True if `t` falls in this phase's outage window.

@@ -43,6 +43,8 @@ struct PhaseSpec {
     reorder_ms: Option<Spanned<f64>>,
     duplicate: Option<Spanned<f64>>,
     outage_ms: Option<Spanned<f64>>,
+    stall_ms: Option<Spanned<f64>>,
+    stall_every_ms: Option<Spanned<f64>>,
 }
 
 /// Largest link rate accepted (1 Tbit/s).
@@ -103,6 +105,40 @@ impl PathSpec {
                     ));
                 }
             }
+            let stall = t.opt(&p.stall_ms, "stall_ms", 0.0, 10_000.0, " ms", 0.0)?;
+            let stall_every = t.opt(
+                &p.stall_every_ms,
+                "stall_every_ms",
+                0.0,
+                1e7,
+                " ms (the mean time between stalls)",
+                0.0,
+            )?;
+            if let Some(s) = p
+                .stall_ms
+                .as_ref()
+                .filter(|_| stall > 0.0 && stall_every == 0.0)
+            {
+                return Err(t.err(
+                    s,
+                    "stall_ms",
+                    "needs stall_every_ms > 0 (the mean time between stalls)".into(),
+                ));
+            }
+            if let Some(e) = p
+                .stall_every_ms
+                .as_ref()
+                .filter(|_| stall_every > 0.0 && stall_every < 2.0 * stall)
+            {
+                return Err(t.err(
+                    e,
+                    "stall_every_ms",
+                    format!(
+                        "must be at least twice stall_ms ({stall} ms): a path stalled most of \
+                         the time is an outage (outage_ms)"
+                    ),
+                ));
+            }
             phases.push(Phase {
                 at: Duration::from_secs_f64(at_s),
                 rate_bps: bps(t.num(&p.rate_mbps, "rate_mbps", 0.001, MAX_RATE_MBPS, " Mbit/s")?),
@@ -114,6 +150,8 @@ impl PathSpec {
                 reorder_delay: ms(reorder_ms),
                 duplicate: t.opt(&p.duplicate, "duplicate", 0.0, 1.0, " (a fraction)", 0.0)?,
                 outage: ms(t.opt(&p.outage_ms, "outage_ms", 0.0, 1e7, " ms", 0.0)?),
+                stall: ms(stall),
+                stall_every: ms(stall_every),
             });
         }
         Schedule::new(phases).map_err(|e| SpecError {

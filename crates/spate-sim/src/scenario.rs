@@ -444,6 +444,28 @@ rate_mbps = 90.0
     }
 
     #[test]
+    fn stalls_need_both_keys_and_room_between_them() {
+        let with = |keys: &str| GOOD.replace("loss = 0.0006\nqueue", &format!("{keys}\nqueue"));
+        let s = Scenario::parse(&with("stall_ms = 20.0\nstall_every_ms = 500.0")).unwrap();
+        let p = &s.schedule.phases()[1];
+        assert_eq!(
+            (p.stall, p.stall_every),
+            (Duration::from_millis(20), Duration::from_millis(500))
+        );
+        assert_eq!(
+            err(&with("stall_ms = 20.0")),
+            "line 16: stall_ms: needs stall_every_ms > 0 (the mean time between stalls)"
+        );
+        assert!(err(&with("stall_ms = 20.0\nstall_every_ms = 30.0"))
+            .starts_with("line 17: stall_every_ms: must be at least twice stall_ms (20 ms)"));
+        // Scaling keeps times: stalls are delays, not rates.
+        let tenth = Scenario::parse(&with("stall_ms = 20.0\nstall_every_ms = 500.0"))
+            .unwrap()
+            .scaled(0.1);
+        assert_eq!(tenth.schedule.phases()[1].stall, Duration::from_millis(20));
+    }
+
+    #[test]
     fn protocol_and_scale() {
         let s = Scenario::parse(&GOOD.replace(
             "policy = \"fixed\"",

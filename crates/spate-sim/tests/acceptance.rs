@@ -217,6 +217,36 @@ fn reordering_causes_few_spurious_retransmissions_and_costs_no_throughput() {
     assert!(a >= 0.95 * b, "utilization {a} vs {b} without reordering");
 }
 
+/// 200 Mbit/s, 50 ms, with or without stalls of 25 ms starting on average every 500 ms (a
+/// path that holds everything for 5 % of the time and then delivers it in a burst).
+fn stalls(on: bool) -> &'static Report {
+    let extra = if on {
+        "stall_ms = 25.0\nstall_every_ms = 500.0"
+    } else {
+        ""
+    };
+    let t = head("stalls", 10.0, "") + &phase(0.0, 200.0, 50.0, extra) + &flow(0.0, "fair", 0);
+    &sim(&t).report
+}
+
+#[test]
+fn stalls_are_not_taken_for_congestion() {
+    // A stall shows the receiver a one-way delay 25 ms higher, then a burst: neither is a
+    // queue the flow should drain, and the link kept serving throughout.
+    let (with, without) = (stalls(true), stalls(false));
+    let (a, b) = (with.phases[0].utilization, without.phases[0].utilization);
+    assert!(a >= 0.97 * b, "utilization {a} vs {b} without stalls");
+    let (qa, qb) = (
+        with.phases[0].queue_delay_ms.p50,
+        without.phases[0].queue_delay_ms.p50,
+    );
+    assert!(
+        qa <= qb + 1.0,
+        "queue p50 {qa} ms vs {qb} ms without stalls"
+    );
+    assert_eq!(with.phases[0].queue_drops, 0);
+}
+
 fn outage() -> &'static SimResult {
     let t = head("outage", 8.0, "")
         + &phase(0.0, 200.0, 50.0, "")
@@ -342,6 +372,7 @@ fn controller_table() {
     row("handover down, after step", handover_down(), 1);
     row("deep buffer", deep_buffer(), 0);
     row("reorder 5 % by 10 ms", reorder(true), 0);
+    row("stalls 25 ms every 0.5 s", stalls(true), 0);
     row("outage, after", &outage().report, 2);
     for (rtt, loss) in GRID_CORNERS {
         row(

@@ -1,8 +1,8 @@
 //! Property tests: over random paths, every transfer completes byte-exact and nothing panics.
 //!
 //! Paths: loss up to 10 % each way (independent or in bursts), reordering of up to 10 % of
-//! packets by up to 50 ms, duplication up to 5 %, and an outage of up to 30 s starting while the
-//! transfer runs. Every delivered chunk is compared with the sender's bytes and both ends'
+//! packets by up to 50 ms, duplication up to 5 %, stalls of up to 100 ms (arrivals held, then
+//! delivered at once), and an outage of up to 30 s starting while the transfer runs. Every delivered chunk is compared with the sender's bytes and both ends'
 //! digests must match (`verified`).
 
 use std::time::Duration;
@@ -22,6 +22,8 @@ struct Case {
     reorder_ms: u64,
     duplicate: f64,
     outage: Option<(u64, u64)>,
+    /// Stall length and mean gap between stall starts, ms.
+    stall: Option<(u64, u64)>,
     sizes: Vec<u64>,
     send_fraction: f64,
     seed: u64,
@@ -40,7 +42,10 @@ fn case() -> impl Strategy<Value = Case> {
             1u64..50,
             prop_oneof![Just(0.0), 0.0..0.05f64],
         ),
-        prop::option::of((500u64..3000, 1u64..30_000)),
+        (
+            prop::option::of((500u64..3000, 1u64..30_000)),
+            prop::option::of((1u64..100, 200u64..2000)),
+        ),
         prop::collection::vec(
             prop_oneof![Just(0u64), 1u64..3000, 3000u64..1_500_000],
             1..3,
@@ -51,7 +56,7 @@ fn case() -> impl Strategy<Value = Case> {
             |(
                 (rate_mbps, rtt_ms, loss, burst),
                 (reorder, reorder_ms, duplicate),
-                outage,
+                (outage, stall),
                 sizes,
                 (send_fraction, seed),
             )| Case {
@@ -63,6 +68,7 @@ fn case() -> impl Strategy<Value = Case> {
                 reorder_ms,
                 duplicate,
                 outage,
+                stall,
                 sizes,
                 send_fraction,
                 seed,
@@ -77,6 +83,8 @@ fn scenario(c: &Case) -> Scenario {
         reorder: c.reorder,
         reorder_delay: Duration::from_millis(c.reorder_ms),
         duplicate: c.duplicate,
+        stall: Duration::from_millis(c.stall.map_or(0, |s| s.0)),
+        stall_every: Duration::from_millis(c.stall.map_or(0, |s| s.1)),
         ..Phase::clean(
             Duration::ZERO,
             c.rate_mbps * 1_000_000,
@@ -149,6 +157,7 @@ fn same_seed_same_report_bit_for_bit() {
         reorder_ms: 12,
         duplicate: 0.01,
         outage: Some((1500, 2000)),
+        stall: Some((40, 300)),
         sizes: vec![3_000_000, 1_000_000],
         send_fraction: 0.9,
         seed: 99,
@@ -177,6 +186,7 @@ fn regressions() {
             reorder_ms: 1,
             duplicate: 0.0,
             outage: Some((1209, 2778)),
+            stall: None,
             sizes: vec![600921],
             send_fraction: 0.8626869473708617,
             seed: 13250743327546264316,
@@ -192,6 +202,7 @@ fn regressions() {
             reorder_ms: 1,
             duplicate: 0.0,
             outage: Some((500, 22001)),
+            stall: None,
             sizes: vec![0],
             send_fraction: 0.5,
             seed: 6925589897989698163,
