@@ -247,6 +247,29 @@ fn stalls_are_not_taken_for_congestion() {
     assert_eq!(with.phases[0].queue_drops, 0);
 }
 
+/// Alone at 10 Mbit/s, 92 ms (FASP pipe 12 at 1/10), where α is 60 ms of queue and a flow
+/// that measures itself alone aims at 2 ms. A stall's burst lifted the delivery its share
+/// probe saw above what the probe added, which read as a share below zero; the flow then took
+/// itself for one of several and held α's queue all along (median 59.9 ms in this run).
+#[test]
+fn a_stalls_burst_is_not_taken_for_others() {
+    let t = head("stalls at 10 Mbit/s", 40.0, "").replace("seed = 3", "seed = 1")
+        + &phase(
+            0.0,
+            10.0,
+            92.0,
+            "loss = 0.0006\nstall_ms = 20.0\nstall_every_ms = 1000.0",
+        )
+        + &flow(0.0, "fair", 0);
+    let p = &sim(&t).report.phases[0];
+    assert!(p.utilization > 0.95, "utilization {}", p.utilization);
+    assert!(
+        p.queue_delay_ms.p50 < 45.0,
+        "queue p50 {} ms",
+        p.queue_delay_ms.p50
+    );
+}
+
 fn outage() -> &'static SimResult {
     let t = head("outage", 8.0, "")
         + &phase(0.0, 200.0, 50.0, "")

@@ -89,9 +89,10 @@
 //!   samples above [`ALONE_SHARE`] lower α linearly, down to `max(2 ms, 2 % of the RTT)` of
 //!   queue at the flow's rate (never above α: at 1 Gbit/s α is 0.6 ms and nothing changes).
 //!   Delivery below [`SHARE_RESET`] of what it was when the share was measured forgets it
-//!   (a step down, or newcomers), and the flow aims at α again. One flow alone measures
-//!   0.83–1.03, each of four sharing flows 0.13–0.66. At 100 Mbit/s, 92 ms, 0.06 % loss the
-//!   queue falls from 6.0 to 2.0 ms (median) at the same utilization.
+//!   (a step down, or newcomers), and the flow aims at α again. A probe whose delivery rose
+//!   by more than its bump (a stall's burst, or capacity others left) takes no sample. One
+//!   flow alone measures 0.83–1.03, each of four sharing flows 0.13–0.66. At 100 Mbit/s,
+//!   92 ms, 0.06 % loss the queue falls from 6.0 to 2.0 ms (median) at the same utilization.
 //!
 //! * **Short paths.** With reports every 10 ms a path of 100 µs RTT could double its rate only
 //!   once per report, the delay window being 10 ms: 110–150 ms from 10 Mbit/s to 20 Gbit/s.
@@ -266,6 +267,10 @@ const SHARE_RESET: f64 = 0.7;
 /// A probe measures the share only if the queue before it was at most this multiple of the
 /// flow's own target.
 const SHARE_AT_TARGET: f64 = 1.25;
+/// A probe whose delivery rose by more than `1 + SHARE_BURST` times the bump (the share by
+/// delivery below `−SHARE_BURST`) took no sample. Sharing gives a flow less of its bump, never
+/// more; a stall's burst gave −0.3 to −0.45 at 10 Mbit/s, 92 ms with 20 ms stalls.
+const SHARE_BURST: f64 = 0.2;
 /// Samples are clamped to this: a rise the bump cannot explain alone is someone else's.
 const SHARE_MAX: f64 = 1.5;
 
@@ -854,12 +859,16 @@ impl Delay {
                     // delay floor left stale by a longer path reads as a queue that does
                     // not go away, and a shorter target would only cut the rate for it.
                     let at_target = readings.q0 <= SHARE_AT_TARGET * alpha_now / self.rate;
+                    // Delivery cannot rise by more than the bump: if it did, a burst of
+                    // held arrivals (a stall ending) or capacity others left filled the
+                    // probe's window, and it measured neither share.
+                    let burst = by_delivery < -SHARE_BURST;
                     let x = if came_back && at_target {
                         by_queue.min(by_delivery)
                     } else {
                         0.0
                     };
-                    share_sample = Some((x.clamp(0.0, SHARE_MAX), *d0));
+                    share_sample = (!burst).then_some((x.clamp(0.0, SHARE_MAX), *d0));
                 }
                 let stale = *kind == ProbeKind::Stale
                     && !queue_grew
