@@ -90,7 +90,8 @@
 //!   queue at the flow's rate (never above α: at 1 Gbit/s α is 0.6 ms and nothing changes).
 //!   Delivery below [`SHARE_RESET`] of what it was when the share was measured forgets it
 //!   (a step down, or newcomers), and the flow aims at α again. A probe whose delivery rose
-//!   by more than its bump (a stall's burst, or capacity others left) takes no sample. One
+//!   by more than its bump (a stall's burst, or capacity others left) takes no sample, nor
+//!   does one above target before any share is known (start-up's queue). One
 //!   flow alone measures 0.83–1.03, each of four sharing flows 0.13–0.66. At 100 Mbit/s,
 //!   92 ms, 0.06 % loss the queue falls from 6.0 to 2.0 ms (median) at the same utilization.
 //!
@@ -862,7 +863,10 @@ impl Delay {
                     // Delivery cannot rise by more than the bump: if it did, a burst of
                     // held arrivals (a stall ending) or capacity others left filled the
                     // probe's window, and it measured neither share.
-                    let burst = by_delivery < -SHARE_BURST;
+                    // Before any share is known, a queue above target (start-up's, or a
+                    // stale floor's) says nothing about the share either: counting it as 0
+                    // took three or four good samples, 2.3 s apart, to undo.
+                    let burst = by_delivery < -SHARE_BURST || (!at_target && self.share.is_none());
                     let x = if came_back && at_target {
                         by_queue.min(by_delivery)
                     } else {
