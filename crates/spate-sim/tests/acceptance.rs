@@ -196,20 +196,22 @@ fn low_yields_and_high_takes_about_twice() {
     assert!((1.6..=2.4).contains(&ratio), "high/fair {ratio}");
 }
 
-fn reorder(on: bool) -> &'static Report {
-    let extra = if on {
-        "reorder = 0.05\nreorder_ms = 10.0"
-    } else {
-        ""
-    };
-    let t = head("reorder", 10.0, "") + &phase(0.0, 200.0, 50.0, extra) + &flow(0.0, "fair", 0);
+/// 200 Mbit/s, 50 ms for 10 s, with `extra` keys in its phase (none: the clean path the
+/// impaired runs are compared with; it is simulated once).
+fn path_200m(extra: &str) -> &'static Report {
+    let t = head("200 Mbit/s, 50 ms", 10.0, "")
+        + &phase(0.0, 200.0, 50.0, extra)
+        + &flow(0.0, "fair", 0);
     &sim(&t).report
 }
 
+/// 5 % of packets 10 ms late.
+const REORDER: &str = "reorder = 0.05\nreorder_ms = 10.0";
+
 #[test]
 fn reordering_causes_few_spurious_retransmissions_and_costs_no_throughput() {
-    let with = reorder(true);
-    let without = reorder(false);
+    let with = path_200m(REORDER);
+    let without = path_200m("");
     let f = &with.flows[0];
     let spurious = f.spurious_retransmissions as f64 / f.data_packets_sent as f64;
     assert!(spurious <= 0.005, "spurious {spurious}");
@@ -217,23 +219,15 @@ fn reordering_causes_few_spurious_retransmissions_and_costs_no_throughput() {
     assert!(a >= 0.95 * b, "utilization {a} vs {b} without reordering");
 }
 
-/// 200 Mbit/s, 50 ms, with or without stalls of 25 ms starting on average every 500 ms (a
-/// path that holds everything for 5 % of the time and then delivers it in a burst).
-fn stalls(on: bool) -> &'static Report {
-    let extra = if on {
-        "stall_ms = 25.0\nstall_every_ms = 500.0"
-    } else {
-        ""
-    };
-    let t = head("stalls", 10.0, "") + &phase(0.0, 200.0, 50.0, extra) + &flow(0.0, "fair", 0);
-    &sim(&t).report
-}
+/// Stalls of 25 ms starting on average every 500 ms: the path holds everything for 5 % of
+/// the time and then delivers it in a burst.
+const STALLS: &str = "stall_ms = 25.0\nstall_every_ms = 500.0";
 
 #[test]
 fn stalls_are_not_taken_for_congestion() {
     // A stall shows the receiver a one-way delay 25 ms higher, then a burst: neither is a
     // queue the flow should drain, and the link kept serving throughout.
-    let (with, without) = (stalls(true), stalls(false));
+    let (with, without) = (path_200m(STALLS), path_200m(""));
     let (a, b) = (with.phases[0].utilization, without.phases[0].utilization);
     assert!(a >= 0.97 * b, "utilization {a} vs {b} without stalls");
     let (qa, qb) = (
@@ -394,8 +388,8 @@ fn controller_table() {
     row("handover up, after step", handover_up(), 1);
     row("handover down, after step", handover_down(), 1);
     row("deep buffer", deep_buffer(), 0);
-    row("reorder 5 % by 10 ms", reorder(true), 0);
-    row("stalls 25 ms every 0.5 s", stalls(true), 0);
+    row("reorder 5 % by 10 ms", path_200m(REORDER), 0);
+    row("stalls 25 ms every 0.5 s", path_200m(STALLS), 0);
     row("outage, after", &outage().report, 2);
     for (rtt, loss) in GRID_CORNERS {
         row(
