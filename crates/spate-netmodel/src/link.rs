@@ -3,7 +3,7 @@
 //! A packet offered at `now` meets, in order: an outage (dropped), the drop-tail queue (dropped
 //! if the backlog is longer than the phase's `queue`), serialisation at the phase's rate, random
 //! or burst loss, half the RTT of propagation, reordering (a fraction delayed by
-//! `reorder_delay`), a stall, and duplication.
+//! `reorder_delay`), duplication, and a stall.
 //!
 //! **Stalls** model what a busy host, a hypervisor's pause or a radio scheduler does to a path:
 //! for `stall` at a time nothing arrives, then everything held arrives at once, in order, and
@@ -191,9 +191,8 @@ impl Link {
             self.stats.reordered += 1;
             at += p.reorder_delay;
         }
-        let at = self.after_stalls(at);
-        let p = &self.schedule.phases()[self.phase];
         let duplicate = self.dup_rng.chance(p.duplicate);
+        let at = self.after_stalls(at);
         // A packet that would arrive during an outage (of this or a later phase) is lost too.
         let arrival_phase = &self.schedule.phases()[self.schedule.index_at(at)];
         if arrival_phase.in_outage(at) {

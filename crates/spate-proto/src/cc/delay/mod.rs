@@ -91,9 +91,9 @@
 //!   Delivery below [`SHARE_RESET`] of what it was when the share was measured forgets it
 //!   (a step down, or newcomers), and the flow aims at α again. A probe whose delivery rose
 //!   by more than its bump (a stall's burst, or capacity others left) takes no sample, nor
-//!   does one above target before any share is known (start-up's queue). One
-//!   flow alone measures 0.83–1.03, each of four sharing flows 0.13–0.66. At 100 Mbit/s,
-//!   92 ms, 0.06 % loss the queue falls from 6.0 to 2.0 ms (median) at the same utilization.
+//!   does one above target before any share is known (start-up's queue). One flow alone
+//!   measures 0.83–1.03, each of four sharing flows 0.13–0.66. At 100 Mbit/s, 92 ms, 0.06 %
+//!   loss the queue falls from 6.0 to 2.0 ms (median) at the same utilization.
 //!
 //! * **Short paths.** With reports every 10 ms a path of 100 µs RTT could double its rate only
 //!   once per report, the delay window being 10 ms: 110–150 ms from 10 Mbit/s to 20 Gbit/s.
@@ -863,16 +863,18 @@ impl Delay {
                     // Delivery cannot rise by more than the bump: if it did, a burst of
                     // held arrivals (a stall ending) or capacity others left filled the
                     // probe's window, and it measured neither share.
+                    let burst = by_delivery < -SHARE_BURST;
                     // Before any share is known, a queue above target (start-up's, or a
                     // stale floor's) says nothing about the share either: counting it as 0
                     // took three or four good samples, 2.3 s apart, to undo.
-                    let burst = by_delivery < -SHARE_BURST || (!at_target && self.share.is_none());
+                    let unknown_above_target = !at_target && self.share.is_none();
                     let x = if came_back && at_target {
                         by_queue.min(by_delivery)
                     } else {
                         0.0
                     };
-                    share_sample = (!burst).then_some((x.clamp(0.0, SHARE_MAX), *d0));
+                    share_sample =
+                        (!burst && !unknown_above_target).then_some((x.clamp(0.0, SHARE_MAX), *d0));
                 }
                 let stale = *kind == ProbeKind::Stale
                     && !queue_grew
