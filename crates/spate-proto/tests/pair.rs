@@ -670,7 +670,7 @@ fn no_receiver_means_handshake_timeout() {
 }
 
 /// §7.1: a sender sending several datagrams per call waits until a whole batch is due (at most
-/// 250 µs), then sends it at once — and still keeps its rate on average.
+/// 500 µs), then sends it at once — and still keeps its rate on average.
 #[test]
 fn a_batching_sender_sends_whole_batches_at_its_rate() {
     let sizes = [20_000_000];
@@ -689,13 +689,13 @@ fn a_batching_sender_sends_whole_batches_at_its_rate() {
     let secs = o.end.as_secs_f64();
     assert!((0.16..0.2).contains(&secs), "took {secs} s");
 
-    // 100 Mbit/s: a packet every 120 µs; the 250 µs cap lets 3 leave together, not 44.
+    // 100 Mbit/s: a packet every 120 µs; the 500 µs cap lets 5 leave together, not 44.
     let sizes = [2_000_000];
     let o = run_batched(44, &sizes, 100_000_000, 5 * MS, deliver, deliver);
     assert_exact(&o, &sizes);
     let late: Vec<usize> = o.batches.iter().skip(20).map(|b| b.1).collect();
-    assert!(late.iter().all(|&n| n <= 3), "{late:?}");
-    assert!(late.iter().filter(|&&n| n == 3).count() * 2 > late.len());
+    assert!(late.iter().all(|&n| n <= 5), "{late:?}");
+    assert!(late.iter().filter(|&&n| n == 5).count() * 2 > late.len());
     let secs = o.end.as_secs_f64();
     assert!((0.16..0.2).contains(&secs), "took {secs} s");
 }

@@ -269,7 +269,7 @@ impl Sender {
         let cap = self.window_cap();
         // > §7.1: A sender that sends several datagrams per system call (UDP GSO) may wait until
         // > its whole batch is due, and then send the batch at once: [...] but never more than
-        // > 250 µs after.
+        // > 500 µs after.
         if !self.pacer.may_send(now.saturating_sub(self.batch_hold())) {
             return None;
         }
