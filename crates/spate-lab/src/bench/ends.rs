@@ -336,11 +336,18 @@ fn spate_send(
         if progress && (last.elapsed() >= Duration::from_millis(100) || last_mode != Some(mode)) {
             last = Instant::now();
             last_mode = Some(mode);
-            println!(
-                "{}",
-                json!({ "t": start.elapsed().as_secs_f64(), "delivered": s.stats().delivered_bytes,
-                        "mode": mode.name(), "rate_bps": s.pacing_rate() })
-            );
+            let mut line = json!({ "t": start.elapsed().as_secs_f64(),
+                "delivered": s.stats().delivered_bytes, "mode": mode.name(),
+                "rate_bps": s.pacing_rate() });
+            // Why the rate is what it is: the controller's last report (kept in the lab's
+            // work directory with SPATE_LAB_KEEP).
+            if let Some(c) = s.rate_trace() {
+                line["cc"] = json!({ "q_ms": c.q * 1e3, "target_ms": c.target * 1e3,
+                    "delivery_bps": c.delivery, "unused_bps": c.unused, "limited": c.limited,
+                    "behind": c.behind, "spare": c.spare, "probing": c.probing,
+                    "loss": c.loss, "in_flight": s.in_flight_bytes() });
+            }
+            println!("{line}");
         }
     };
     let cipher = match cipher {

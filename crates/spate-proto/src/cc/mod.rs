@@ -14,7 +14,7 @@ mod fixed;
 
 use core::time::Duration;
 
-pub use delay::{Delay, DEFAULT_QUEUE_TARGET};
+pub use delay::{Delay, DelayTrace, DEFAULT_QUEUE_TARGET};
 pub use fixed::Fixed;
 
 use crate::time::Instant;
@@ -212,6 +212,16 @@ impl Controller {
             Policy::High => delay(q.saturating_mul(2), 2.0),
             // A scavenger keeps yielding.
             Policy::Low => Controller::Delay(Delay::new(q / 16, cfg.rate_bps, cfg.min_rate_bps)),
+        }
+    }
+}
+
+impl Controller {
+    /// The adaptive controller's last report, inputs and verdicts (`None` for `fixed`).
+    pub fn trace(&self) -> Option<DelayTrace> {
+        match self {
+            Controller::Fixed(_) => None,
+            Controller::Delay(d) => Some(d.trace()),
         }
     }
 }

@@ -379,6 +379,12 @@ impl Sender {
         self.cc.mode()
     }
 
+    /// The adaptive rate controller's last report, what it saw and decided (`None` for
+    /// `fixed`): for logs and the lab.
+    pub fn rate_trace(&self) -> Option<crate::cc::DelayTrace> {
+        self.cc.trace()
+    }
+
     /// Bytes in flight.
     pub fn in_flight_bytes(&self) -> u64 {
         self.ledger.in_flight_bytes()

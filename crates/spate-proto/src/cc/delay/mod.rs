@@ -474,9 +474,35 @@ enum Probe {
     },
 }
 
+/// What the controller saw and decided at its last report: for logs and the lab, never for
+/// decisions (the fields are the nutshell's, in its units).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DelayTrace {
+    /// Queueing delay `q`, seconds.
+    pub q: f64,
+    /// This flow's target queue `q*`, seconds.
+    pub target: f64,
+    /// Delivery rate `D` over the delay window, bits/s (`None`: not measurable yet).
+    pub delivery: Option<f64>,
+    /// Sending capacity left unused while the window's packets left, bits/s (`u`).
+    pub unused: f64,
+    /// `u` above 5 % of the rate: no growth, steering only cuts.
+    pub limited: bool,
+    /// Delivery behind half of what was sent for a whole RTT: no growth.
+    pub behind: bool,
+    /// The queue has been empty for an RTT and delivery keeps up: the rate grew.
+    pub spare: bool,
+    /// A probe or drain is in progress: the rate is held.
+    pub probing: bool,
+    /// Fraction of bytes lost over the last second.
+    pub loss: f64,
+}
+
 /// The delay controller. See the module documentation.
 #[derive(Debug, Clone)]
 pub struct Delay {
+    /// The last report's inputs and verdicts ([`Delay::trace`]).
+    trace: DelayTrace,
     alpha_bits: f64,
     /// This flow's share of the bottleneck's capacity as its stale probes measured it
     /// (`None` before the first, and once forgotten).
@@ -554,6 +580,7 @@ impl Delay {
         };
         let floor = (floor_bps as f64).min(cap);
         Delay {
+            trace: DelayTrace::default(),
             alpha_bits: (queue_target.max(1500) * 8) as f64,
             share: None,
             alone_queue: ALONE_QUEUE,
@@ -591,6 +618,11 @@ impl Delay {
             bbr_seen: None,
             own_until: Instant::ZERO,
         }
+    }
+
+    /// What the last report showed and decided (for logs and the lab).
+    pub fn trace(&self) -> DelayTrace {
+        self.trace
     }
 
     /// Let the flow compete as `n` flows' worth against buffer-filling traffic (`fair` 1,
@@ -1047,6 +1079,17 @@ impl RateControl for Delay {
             .is_some_and(|t| now.saturating_since(t) >= rtt)
             && !probing
             && keeps_up;
+        self.trace = DelayTrace {
+            q,
+            target: q_star,
+            delivery: d,
+            unused,
+            limited,
+            behind: !keeps_up,
+            spare,
+            probing,
+            loss: self.loss.fraction(),
+        };
         match d {
             // While probing, hold the rate: the probe's bump and dip cancel, and the reports of
             // the next two RTTs describe the probe, not the path.
