@@ -139,13 +139,16 @@ impl Sender {
         self.stats.bytes_sent += len as u64;
         self.last_sent_at = now;
         let wire = (len + IP_UDP_OVERHEAD) as u64;
+        // A batching sender's deliberate wait (§7.1) is not lateness: the catch-up starts
+        // after it.
+        let hold = self.batch_hold();
         let unused = if core::mem::take(&mut self.path_held) {
             Duration::ZERO
         } else {
-            self.pacer.forfeited(now)
+            self.pacer.forfeited(now, hold)
         };
         self.cc.on_sent(now, wire, unused);
-        self.pacer.on_sent(now, wire, self.cc.pacing_rate());
+        self.pacer.on_sent(now, wire, self.cc.pacing_rate(), hold);
     }
 
     /// Manifest bytes that fit in a HELLO of `self.datagram` bytes.
