@@ -152,29 +152,23 @@ mod tests {
             p.on_sent(t, 1500, 1_000_000_000, Duration::ZERO);
         }
         let due = p.next_send_time();
-        let none = Duration::ZERO;
-        // Keeping pace, or late by less than the burst: nothing forfeited.
-        assert_eq!(p.forfeited(due, none), Duration::ZERO);
-        assert_eq!(
-            p.forfeited(due + Duration::from_micros(999), none),
-            Duration::ZERO
-        );
-        // 3 ms late: 1 ms may be made up, 2 ms are lost.
-        assert_eq!(
-            p.forfeited(due + Duration::from_millis(3), none),
-            Duration::from_millis(2)
-        );
-        // A batching sender that waits up to 500 µs on purpose keeps its whole millisecond
-        // for lateness: 1.4 ms late loses nothing, 3 ms late loses 1.5 ms.
-        let hold = MAX_BATCH_HOLD;
-        assert_eq!(
-            p.forfeited(due + Duration::from_micros(1_400), hold),
-            Duration::ZERO
-        );
-        assert_eq!(
-            p.forfeited(due + Duration::from_millis(3), hold),
-            Duration::from_micros(1_500)
-        );
+        let (us, none, hold) = (Duration::from_micros, Duration::ZERO, MAX_BATCH_HOLD);
+        // (late by, the batch's hold, forfeited): keeping pace, or late by less than the burst,
+        // loses nothing; 3 ms late, 1 ms may be made up and 2 ms are lost. A batching sender
+        // that waits up to 500 µs on purpose keeps its whole millisecond for lateness.
+        for (late, hold, lost) in [
+            (us(0), none, us(0)),
+            (us(999), none, us(0)),
+            (us(3_000), none, us(2_000)),
+            (us(1_400), hold, us(0)),
+            (us(3_000), hold, us(1_500)),
+        ] {
+            assert_eq!(
+                p.forfeited(due + late, hold),
+                lost,
+                "{late:?} late, {hold:?} hold"
+            );
+        }
         // ...and may make up that much: 1.5 ms late, it sends 1.5 ms of packets at once.
         let late = due + Duration::from_micros(1_500);
         let mut sent = 0;
