@@ -27,8 +27,8 @@ pub const BURST: Duration = Duration::from_millis(1);
 /// 3–6 % of a fixed 100 Mbit/s on the project's VM, whose wake-ups are often 250 µs late). The
 /// price is queue: a batch adds its hold to its own last packet at a bottleneck as fast as the
 /// rate (the controller is told, and discounts it), which moved the emulator's median queue at
-/// 100 Mbit/s from 2.3–2.5 to 2.7–3.2 ms. From ~1 Gbit/s on a full 64 KiB batch takes less
-/// than the hold anyway.
+/// 100 Mbit/s from 2.3–2.8 to 2.7–3.2 ms (five runs each). From ~1 Gbit/s on a full 64 KiB
+/// batch takes less than the hold anyway.
 pub const MAX_BATCH_HOLD: Duration = Duration::from_micros(500);
 
 /// Lowest rate the pacer accepts, bits per second; below it the rate is raised to this.
