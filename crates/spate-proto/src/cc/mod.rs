@@ -214,9 +214,7 @@ impl Controller {
             Policy::Low => Controller::Delay(Delay::new(q / 16, cfg.rate_bps, cfg.min_rate_bps)),
         }
     }
-}
 
-impl Controller {
     /// The adaptive controller's last report, inputs and verdicts (`None` for `fixed`).
     pub fn trace(&self) -> Option<DelayTrace> {
         match self {

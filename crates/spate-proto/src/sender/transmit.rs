@@ -140,8 +140,14 @@ impl Sender {
         self.last_sent_at = now;
         let wire = (len + IP_UDP_OVERHEAD) as u64;
         // A batching sender's deliberate wait (§7.1) is not lateness: the catch-up starts
-        // after it.
-        let hold = self.batch_hold();
+        // after it. The wait only matters to a sender already late by more than the catch-up,
+        // so only such a send pays for working it out (a division, on every packet otherwise).
+        let late = !self.pacer.forfeited(now, Duration::ZERO).is_zero();
+        let hold = if late {
+            self.batch_hold()
+        } else {
+            Duration::ZERO
+        };
         let unused = if core::mem::take(&mut self.path_held) {
             Duration::ZERO
         } else {
