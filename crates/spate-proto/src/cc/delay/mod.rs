@@ -26,7 +26,7 @@
 //! steer  otherwise:  r ← max(D' + (8·α − D·q) / T,  D'/4)            g ← 1/8
 //!                    D' = D / (1 − p) while D·q < 1.5·8·α, else D;  plus u
 //! u      = sending capacity the sender left unused while the window's packets left (bits/s)
-//! limited: u > 5 % of the rate then:  no growth, and steering only cuts
+//! limited: u > 5 % of the rate then:  no growth, and steering cuts only for q > q*
 //! ```
 //!
 //! *Steer* is a proportional controller on a first-order plant: the queue obeys
@@ -58,8 +58,13 @@
 //!   delivered, with growth overshooting to 30–49 Gbit/s in between, whose bursts made 0.5–1.3
 //!   ms queue spikes). So the unused rate `u` is added back to what was delivered, and while it
 //!   exceeds [`SENDER_LIMITED`] the rate is held: a higher pace would not be used, only let
-//!   out a burst once the sender catches up. Waits imposed by the in-flight bound or a silent
-//!   path are the path's doing and are not counted.
+//!   out a burst once the sender catches up. Held means not cut either, unless the queue is
+//!   above target: a limited sender does not grow, so a cut for a dip in delivery would stay.
+//!   On a busy host (the emulator's VM: the sender not scheduled for milliseconds at a time,
+//!   the emulator holding packets as long) every such dip cut, and a 100 Mbit/s flow sank to
+//!   26–36 Mbit/s for 5 s with no queue (`tests.rs`, `a_busy_host_does_not_ratchet_the_rate_down`).
+//!   Waits imposed by the in-flight bound or a silent path are the path's doing and are not
+//!   counted.
 //! * **Outages.** On a silent path the rate is saved; when feedback returns, sending resumes at
 //!   the saved rate instead of starting over.
 //! * **Drains keep floors true.** A flow that starts while others hold a queue takes that queue
@@ -1118,7 +1123,14 @@ impl RateControl for Delay {
                 let horizon = STEER_RTTS * (rtt_s + FEEDBACK_DELAY);
                 let mut target = sent + (self.alpha() - d * q) / horizon;
                 if limited {
-                    // A faster pace would not be used: hold, but cut for a queue.
+                    // A faster pace would not be used, and a slower one would not be undone
+                    // (growth waits until the sender keeps pace): hold. Only a queue above
+                    // this flow's target cuts: a delivery rate that dipped (the host did
+                    // not schedule the sender, or held the path's packets) says nothing
+                    // about the path while the queue is where it should be.
+                    if q <= q_star {
+                        target = self.rate;
+                    }
                     target = target.min(self.rate);
                 }
                 self.rate = target.max(sent * MIN_STEER_FRACTION);
