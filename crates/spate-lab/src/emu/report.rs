@@ -78,6 +78,35 @@ pub struct EmuFlow {
     /// Of those, seconds it followed BBR's law (having recognised BBR).
     #[serde(default)]
     pub following_bbr_s: Option<f64>,
+    /// A Spate sender held up by its host: the fraction of its progress lines (every 100 ms)
+    /// whose controller report found it `limited` (more than 5 % of its pace left unused),
+    /// and the pace it left unused on average, Mbit/s.
+    #[serde(default)]
+    pub sender_limited: Option<HostLimits>,
+}
+
+/// How much a Spate sender was held up by its own host rather than by the path: its CPU, or
+/// its scheduling on a busy machine (`cc/delay/mod.rs`, "A slow sender is not a slow path").
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HostLimits {
+    /// Fraction of the sender's reports in which it counted as limited.
+    pub share: f64,
+    /// Mean pace left unused, Mbit/s.
+    pub unused_mbps: f64,
+}
+
+/// Above this share of limited reports a run's text and table say the host held Spate up:
+/// quiet runs of the lab's paths have 0–1 %.
+pub const LIMITED_NOTE: f64 = 0.05;
+
+/// The note for a Spate sender its host held up, if it was.
+fn host_note(l: Option<HostLimits>) -> Option<String> {
+    let l = l.filter(|l| l.share > LIMITED_NOTE)?;
+    Some(format!(
+        "the host held the sender up in {:.0} % of its reports ({:.1} Mbit/s of its pace left unused on average): a busy machine, not the path (docs/lab.md, \"A busy host\"); close other programs and run again",
+        l.share * 100.0,
+        l.unused_mbps
+    ))
 }
 
 /// The emulator's own numbers.
@@ -135,6 +164,9 @@ impl EmuReport {
                 self.flows.len() > 1,
                 f.error.as_deref(),
             );
+            if let Some(n) = host_note(f.sender_limited) {
+                s += &format!("      note: {n}\n");
+            }
         }
         s += &fairness_line(self.fairness_jain, self.fairness_window_s);
         s += &phase_table(&self.phases);
@@ -244,6 +276,11 @@ pub fn markdown(runs: &[EmuReport]) -> String {
             }
             out += "\n";
         }
+        for r in &group {
+            for n in r.flows.iter().filter_map(|f| host_note(f.sender_limited)) {
+                out += &format!("\n*{}: {n}.*\n", r.label);
+            }
+        }
         out += "\n";
     }
     out
@@ -280,6 +317,7 @@ mod tests {
                 delay_mode_s: None,
                 competitive_mode_s: None,
                 following_bbr_s: None,
+                sender_limited: None,
             }],
             phases: vec![PhaseReport {
                 at_s: 0.0,
@@ -310,6 +348,26 @@ mod tests {
                 reverse: [0; 4],
             },
         }
+    }
+
+    #[test]
+    fn a_sender_its_host_held_up_is_noted_in_text_and_table() {
+        let mut quiet = run("spate", 0.94, None);
+        quiet.flows[0].sender_limited = Some(HostLimits {
+            share: 0.01,
+            unused_mbps: 0.1,
+        });
+        let mut busy = run("spate", 0.78, None);
+        busy.flows[0].sender_limited = Some(HostLimits {
+            share: 0.84,
+            unused_mbps: 12.3,
+        });
+        assert!(!quiet.to_text().contains("held the sender up"));
+        assert!(!markdown(&[quiet]).contains("held the sender up"));
+        let note = "the host held the sender up in 84 % of its reports (12.3 Mbit/s of its pace left unused on average)";
+        assert!(busy.to_text().contains(note), "{}", busy.to_text());
+        let t = markdown(&[busy]);
+        assert!(t.contains(&format!("*spate: {note}")), "{t}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use spate_sim::{Protocol, Scenario, TimeSeries};
 use super::bed::Bed;
 use super::flows::{self, Proc, Tools};
 use super::forward::{self, Classifier};
-use super::report::{EmuFlow, EmuReport, EmulatorStats};
+use super::report::{EmuFlow, EmuReport, EmulatorStats, HostLimits};
 use super::tun;
 
 /// Highest bottleneck rate the emulator is calibrated for (see docs/lab.md): it forwards every
@@ -318,6 +318,10 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
             delay_mode_s: modes.map(|m| m.0),
             competitive_mode_s: modes.map(|m| m.1),
             following_bbr_s: modes.map(|m| m.2),
+            sender_limited: senders[i]
+                .as_ref()
+                .filter(|_| f.protocol == Protocol::Spate)
+                .and_then(host_limits),
         });
     }
     let (jain, window) = fairness(s, &measured.rec, end, &mut out_flows);
@@ -426,6 +430,30 @@ fn record_progress(
     }
 }
 
+/// How much the host held a Spate sender up, from the controller's view in its progress lines
+/// (`cc.limited`, `cc.unused_bps`); `None` without such lines.
+fn host_limits(p: &Proc) -> Option<HostLimits> {
+    host_limits_in(&std::fs::read_to_string(&p.out).ok()?)
+}
+
+/// [`host_limits`] of a progress log's text.
+fn host_limits_in(text: &str) -> Option<HostLimits> {
+    let (mut n, mut limited, mut unused) = (0u32, 0u32, 0.0f64);
+    for v in text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    {
+        let Some(cc) = v.get("cc") else { continue };
+        n += 1;
+        limited += u32::from(cc.get("limited").and_then(|l| l.as_bool()) == Some(true));
+        unused += cc.get("unused_bps").and_then(|u| u.as_f64()).unwrap_or(0.0);
+    }
+    (n > 0).then(|| HostLimits {
+        share: round(f64::from(limited) / f64::from(n), 3),
+        unused_mbps: round(unused / f64::from(n) / 1e6, 2),
+    })
+}
+
 /// What the sender reported moving: Spate's bench end prints `bytes` when done and
 /// `delivered` (acknowledged by the receiver) every 100 ms; iperf3's JSON has the receiver's
 /// byte count; UDT's helper prints `bytes`.
@@ -443,4 +471,28 @@ fn app_bytes(p: &Proc) -> Option<u64> {
     v.get("bytes")
         .or_else(|| v.get("delivered"))
         .and_then(serde_json::Value::as_u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_limits_count_the_reports_that_found_the_sender_limited() {
+        let log = r#"{"cc":{"limited":false,"unused_bps":0.0},"mode":"delay","t":0.1}
+{"cc":{"limited":true,"unused_bps":20000000.0},"mode":"delay","t":0.2}
+not json
+{"cc":{"limited":true,"unused_bps":10000000.0},"mode":"delay","t":0.3}
+{"cc":{"limited":false,"unused_bps":2000000.0},"mode":"delay","t":0.4}
+{"bytes":125000000}"#;
+        assert_eq!(
+            host_limits_in(log),
+            Some(HostLimits {
+                share: 0.5,
+                unused_mbps: 8.0
+            })
+        );
+        // A log without the controller's view (another program, an older sender).
+        assert_eq!(host_limits_in(r#"{"bytes":1}"#), None);
+    }
 }
