@@ -62,7 +62,8 @@
 //!   above target: a limited sender does not grow, so a cut for a dip in delivery would stay.
 //!   On a busy host (the emulator's VM: the sender not scheduled for milliseconds at a time,
 //!   the emulator holding packets as long) every such dip cut, and a 100 Mbit/s flow sank to
-//!   26–36 Mbit/s for 5 s with no queue (`tests.rs`, `a_busy_host_does_not_ratchet_the_rate_down`).
+//!   26–36 Mbit/s for 5 s with no queue; `tests.rs` reproduces it
+//!   (`a_busy_host_does_not_ratchet_the_rate_down`).
 //!   Waits imposed by the in-flight bound or a silent path are the path's doing and are not
 //!   counted.
 //! * **Outages.** On a silent path the rate is saved; when feedback returns, sending resumes at
@@ -491,7 +492,7 @@ pub struct DelayTrace {
     pub delivery: Option<f64>,
     /// Sending capacity left unused while the window's packets left, bits/s (`u`).
     pub unused: f64,
-    /// `u` above 5 % of the rate: no growth, steering only cuts.
+    /// `u` above 5 % of the rate: no growth, and steering cuts only for a queue above target.
     pub limited: bool,
     /// Delivery behind half of what was sent for a whole RTT: no growth.
     pub behind: bool,
