@@ -258,9 +258,17 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
         );
     }
     let end_i = spate_proto::Instant::from_nanos(end.as_nanos() as u64);
+    // Each sender's output, read once: progress lines, the controller's view, bytes moved.
+    let outputs: Vec<Option<String>> = senders
+        .iter()
+        .map(|p| {
+            p.as_ref()
+                .and_then(|p| std::fs::read_to_string(&p.out).ok())
+        })
+        .collect();
     for (i, f) in s.flows.iter().enumerate() {
-        if let Some(p) = senders[i].as_ref() {
-            record_progress(&mut measured.rec, i, f.start, end, p);
+        if let Some(text) = outputs[i].as_deref() {
+            record_progress(&mut measured.rec, i, f.start, end, text);
         }
     }
     let series = measured.rec.series(&s.schedule, end_i);
@@ -279,7 +287,7 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
         };
         let fb = measured.reverse_bytes[i];
         let modes = (f.protocol == Protocol::Spate).then(|| measured.rec.mode_seconds(i));
-        let app_bytes = senders[i].as_ref().and_then(app_bytes);
+        let app_bytes = outputs[i].as_deref().and_then(app_bytes);
         out_flows.push(EmuFlow {
             protocol: f.protocol.name().into(),
             policy: if f.protocol == Protocol::Spate {
@@ -318,8 +326,8 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
             delay_mode_s: modes.map(|m| m.0),
             competitive_mode_s: modes.map(|m| m.1),
             following_bbr_s: modes.map(|m| m.2),
-            sender_limited: senders[i]
-                .as_ref()
+            sender_limited: outputs[i]
+                .as_deref()
                 .filter(|_| f.protocol == Protocol::Spate)
                 .and_then(host_limits),
         });
@@ -397,11 +405,8 @@ fn record_progress(
     flow: usize,
     start: Duration,
     end: Duration,
-    p: &Proc,
+    text: &str,
 ) {
-    let Ok(text) = std::fs::read_to_string(&p.out) else {
-        return;
-    };
     let marks: Vec<(f64, spate_proto::RateMode, Option<u64>)> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -432,12 +437,7 @@ fn record_progress(
 
 /// How much the host held a Spate sender up, from the controller's view in its progress lines
 /// (`cc.limited`, `cc.unused_bps`); `None` without such lines.
-fn host_limits(p: &Proc) -> Option<HostLimits> {
-    host_limits_in(&std::fs::read_to_string(&p.out).ok()?)
-}
-
-/// [`host_limits`] of a progress log's text.
-fn host_limits_in(text: &str) -> Option<HostLimits> {
+fn host_limits(text: &str) -> Option<HostLimits> {
     let (mut n, mut limited, mut unused) = (0u32, 0u32, 0.0f64);
     for v in text
         .lines()
@@ -457,9 +457,8 @@ fn host_limits_in(text: &str) -> Option<HostLimits> {
 /// What the sender reported moving: Spate's bench end prints `bytes` when done and
 /// `delivered` (acknowledged by the receiver) every 100 ms; iperf3's JSON has the receiver's
 /// byte count; UDT's helper prints `bytes`.
-fn app_bytes(p: &Proc) -> Option<u64> {
-    let text = std::fs::read_to_string(&p.out).ok()?;
-    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+fn app_bytes(text: &str) -> Option<u64> {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
         if let Some(b) = v
             .pointer("/end/sum_received/bytes")
             .and_then(|b| b.as_u64())
@@ -486,13 +485,13 @@ not json
 {"cc":{"limited":false,"unused_bps":2000000.0},"mode":"delay","t":0.4}
 {"bytes":125000000}"#;
         assert_eq!(
-            host_limits_in(log),
+            host_limits(log),
             Some(HostLimits {
                 share: 0.5,
                 unused_mbps: 8.0
             })
         );
         // A log without the controller's view (another program, an older sender).
-        assert_eq!(host_limits_in(r#"{"bytes":1}"#), None);
+        assert_eq!(host_limits(r#"{"bytes":1}"#), None);
     }
 }
