@@ -142,16 +142,16 @@ impl Sender {
         // A batching sender's deliberate wait (§7.1) is not lateness: the catch-up starts
         // after it. The wait only matters to a sender already late by more than the catch-up,
         // so only such a send pays for working it out (a division, on every packet otherwise).
-        let late = !self.pacer.forfeited(now, Duration::ZERO).is_zero();
-        let hold = if late {
-            self.batch_hold()
-        } else {
+        let late = self.pacer.forfeited(now, Duration::ZERO);
+        let hold = if late.is_zero() {
             Duration::ZERO
+        } else {
+            self.batch_hold()
         };
         let unused = if core::mem::take(&mut self.path_held) {
             Duration::ZERO
         } else {
-            self.pacer.forfeited(now, hold)
+            late.saturating_sub(hold)
         };
         self.cc.on_sent(now, wire, unused);
         self.pacer.on_sent(now, wire, self.cc.pacing_rate(), hold);

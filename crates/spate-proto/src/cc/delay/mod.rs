@@ -1129,10 +1129,11 @@ impl RateControl for Delay {
                     // this flow's target cuts: a delivery rate that dipped (the host did
                     // not schedule the sender, or held the path's packets) says nothing
                     // about the path while the queue is where it should be.
-                    if q <= q_star {
-                        target = self.rate;
-                    }
-                    target = target.min(self.rate);
+                    target = if q > q_star {
+                        target.min(self.rate)
+                    } else {
+                        self.rate
+                    };
                 }
                 self.rate = target.max(sent * MIN_STEER_FRACTION);
                 self.last_steered = sent;

@@ -155,14 +155,8 @@ fn fluid_shared(
         if i % 10 != 9 {
             continue;
         }
-        history.push_back((i, queue, delivered));
-        if history.len() <= lag {
-            continue;
-        }
-        let (j, q_then, d_then) = history.pop_front().unwrap();
-        let owd = base_us + (q_then / cap * 1e6) as i64;
-        let bytes = (d_then / 8.0 * 1472.0 / 1500.0) as u64;
-        c.on_feedback(now, &report(rtt, owd, bytes, j * 1000));
+        let owd = base_us + (queue / cap * 1e6) as i64;
+        feed_late(c, &mut history, lag, now, rtt, (i, owd, delivered));
     }
     let half = (n - n / 2) as f64;
     (
@@ -171,6 +165,27 @@ fn fluid_shared(
         late / ((cap - cross) * half * 0.001),
         late_q / half,
     )
+}
+
+/// The report about millisecond `about.0` — one-way delay `about.1` µs, `about.2` bits
+/// delivered so far — reaches the sender `lag` reports later: queue it in `late`, and feed the
+/// one due at `now`.
+fn feed_late(
+    c: &mut Delay,
+    late: &mut std::collections::VecDeque<(u64, i64, f64)>,
+    lag: usize,
+    now: Instant,
+    rtt: Duration,
+    about: (u64, i64, f64),
+) {
+    late.push_back(about);
+    while late.len() > lag {
+        let Some((ms, owd, delivered)) = late.pop_front() else {
+            return;
+        };
+        let bytes = (delivered / 8.0 * 1472.0 / 1500.0) as u64;
+        c.on_feedback(now, &report(rtt, owd, bytes, ms * 1000));
+    }
 }
 
 #[test]
@@ -510,13 +525,14 @@ fn busy_host(c: &mut Delay, cap: f64, rtt_ms: u64, secs: u64, seed: u64) -> (f64
         if i % 10 != 9 {
             continue;
         }
-        history.push_back((i, owd, delivered));
-        if history.len() <= lag {
-            continue;
-        }
-        let (j, owd, d) = history.pop_front().unwrap();
-        let bytes = (d / 8.0 * 1472.0 / 1500.0) as u64;
-        c.on_feedback(now, &report(MS * rtt_ms as u32, owd, bytes, j * 1000));
+        feed_late(
+            c,
+            &mut history,
+            lag,
+            now,
+            MS * rtt_ms as u32,
+            (i, owd, delivered),
+        );
     }
     (pace_sum / samples, q_sum / samples)
 }
