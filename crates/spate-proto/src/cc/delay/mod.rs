@@ -26,7 +26,7 @@
 //! steer  otherwise:  r ← max(D' + (8·α − D·q) / T,  D'/4)            g ← 1/8
 //!                    D' = D / (1 − p) while D·q < 1.5·8·α, else D;  plus u
 //! u      = sending capacity the sender left unused while the window's packets left (bits/s)
-//! limited: u > 5 % of the rate then:  no growth, and steering cuts only for q > q*
+//! limited: u > 5 % of the rate then:  no growth, and steering cuts only for q > q* over an RTT
 //! ```
 //!
 //! *Steer* is a proportional controller on a first-order plant: the queue obeys
@@ -58,8 +58,9 @@
 //!   delivered, with growth overshooting to 30–49 Gbit/s in between, whose bursts made 0.5–1.3
 //!   ms queue spikes). So the unused rate `u` is added back to what was delivered, and while it
 //!   exceeds [`SENDER_LIMITED`] the rate is held: a higher pace would not be used, only let
-//!   out a burst once the sender catches up. Held means not cut either, unless the queue is
-//!   above target: a limited sender does not grow, so a cut for a dip in delivery would stay.
+//!   out a burst once the sender catches up. Held means not cut either, unless the queue has
+//!   been above target for an RTT: a limited sender does not grow, so a cut for a dip in
+//!   delivery, or for a path stall's brief rise in delay, would stay.
 //!   On a busy host (the emulator's VM: the sender not scheduled for milliseconds at a time,
 //!   the emulator holding packets as long) every such dip cut, and a 100 Mbit/s flow sank to
 //!   26–36 Mbit/s for 5 s with no queue; `tests.rs` reproduces it
@@ -1126,10 +1127,14 @@ impl RateControl for Delay {
                 if limited {
                     // A faster pace would not be used, and a slower one would not be undone
                     // (growth waits until the sender keeps pace): hold. Only a queue above
-                    // this flow's target cuts: a delivery rate that dipped (the host did
-                    // not schedule the sender, or held the path's packets) says nothing
-                    // about the path while the queue is where it should be.
-                    target = if q > q_star {
+                    // this flow's target for a whole RTT cuts: a delivery rate that dipped
+                    // (the host did not schedule the sender, or held the path's packets)
+                    // says nothing about the path while the queue is where it should be,
+                    // and a path that held packets for a few ms lifts the queue reading for
+                    // a report or two (at 250 Mbit/s every such stall read above the 2.4 ms
+                    // target), where a queue this flow's pace built stays for an RTT.
+                    let q_rtt = self.q_rtt_min.get(now).map_or(q, |v| v as f64 / 1e6);
+                    target = if q_rtt > q_star {
                         target.min(self.rate)
                     } else {
                         self.rate

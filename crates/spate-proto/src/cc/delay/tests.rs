@@ -554,3 +554,19 @@ fn a_busy_host_does_not_ratchet_the_rate_down() {
         assert!(q < 0.004, "seed {seed}: mean queue {:.1} ms", q * 1e3);
     }
 }
+
+/// The same host on a long, fast path (250 Mbit/s, 200 ms). There the flow's target is 2.4 ms
+/// of queue and every path stall (5–24 ms) reads above it for a report or two; a limited
+/// sender cut for each, and growth waited for it to keep pace: a mean pace of 58–122 Mbit/s
+/// over ten seeds, no queue. A limited sender is now cut only for a queue above its target
+/// for a whole RTT (what its own pace builds stays that long; a stall's does not): 233–254.
+#[test]
+fn a_busy_host_on_a_long_path_keeps_its_pace() {
+    for seed in 1..=4 {
+        let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+        c.rate = 240e6;
+        let (pace, q) = busy_host(&mut c, 250e6, 200, 40, seed);
+        assert!(pace > 200e6, "seed {seed}: pace {:.1} Mbit/s", pace / 1e6);
+        assert!(q < 0.004, "seed {seed}: mean queue {:.1} ms", q * 1e3);
+    }
+}
