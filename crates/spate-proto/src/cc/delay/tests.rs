@@ -546,11 +546,21 @@ fn busy_host(c: &mut Delay, cap: f64, rtt_ms: u64, secs: u64, seed: u64) -> (f64
 /// held 115 Mbit/s over a 16 ms queue: hence the bound on the queue.
 #[test]
 fn a_busy_host_does_not_ratchet_the_rate_down() {
+    busy_host_keeps_pace(95e6, 100e6, 92, 30, 80e6);
+}
+
+/// Seeds 1–4 of [`busy_host`] from `start` bits/s for `secs` s: the mean pace over the second
+/// half stays above `min_pace` and the mean queue under 4 ms.
+fn busy_host_keeps_pace(start: f64, cap: f64, rtt_ms: u64, secs: u64, min_pace: f64) {
     for seed in 1..=4 {
         let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
-        c.rate = 95e6;
-        let (pace, q) = busy_host(&mut c, 100e6, 92, 30, seed);
-        assert!(pace > 80e6, "seed {seed}: pace {:.1} Mbit/s", pace / 1e6);
+        c.rate = start;
+        let (pace, q) = busy_host(&mut c, cap, rtt_ms, secs, seed);
+        assert!(
+            pace > min_pace,
+            "seed {seed}: pace {:.1} Mbit/s",
+            pace / 1e6
+        );
         assert!(q < 0.004, "seed {seed}: mean queue {:.1} ms", q * 1e3);
     }
 }
@@ -562,11 +572,5 @@ fn a_busy_host_does_not_ratchet_the_rate_down() {
 /// for a whole RTT (what its own pace builds stays that long; a stall's does not): 233–254.
 #[test]
 fn a_busy_host_on_a_long_path_keeps_its_pace() {
-    for seed in 1..=4 {
-        let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
-        c.rate = 240e6;
-        let (pace, q) = busy_host(&mut c, 250e6, 200, 40, seed);
-        assert!(pace > 200e6, "seed {seed}: pace {:.1} Mbit/s", pace / 1e6);
-        assert!(q < 0.004, "seed {seed}: mean queue {:.1} ms", q * 1e3);
-    }
+    busy_host_keeps_pace(240e6, 250e6, 200, 40, 200e6);
 }
