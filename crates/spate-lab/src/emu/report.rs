@@ -129,6 +129,16 @@ pub struct EmulatorStats {
     pub reverse: [u64; 4],
 }
 
+impl EmulatorStats {
+    /// The share of forward packets the bottleneck's queue dropped, in per cent (`None` when
+    /// nothing was offered). Goodput alone hides a sender that overflows the buffer: it still
+    /// fills the link, and the wire carries what the queue throws away.
+    pub fn queue_drop_pct(&self) -> Option<f64> {
+        let [offered, queue, ..] = self.forward;
+        (offered > 0).then(|| queue as f64 * 100.0 / offered as f64)
+    }
+}
+
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |x| format!("{x:.digits$}"))
 }
@@ -137,13 +147,14 @@ impl EmuReport {
     /// The per-run text summary.
     pub fn to_text(&self) -> String {
         let mut s = format!(
-            "scenario {:?} (rates × {}), {:.1} s in real time, emulator: {:.1} s CPU, packets late by {:.0} µs on average ({} µs at most)\n\n",
+            "scenario {:?} (rates × {}), {:.1} s in real time, emulator: {:.1} s CPU, packets late by {:.0} µs on average ({} µs at most), {} % of forward packets dropped by the bottleneck queue\n\n",
             self.scenario,
             self.scale,
             self.run_s,
             self.emulator.cpu_s,
             self.emulator.lateness_mean_us,
-            self.emulator.lateness_max_us
+            self.emulator.lateness_max_us,
+            opt(self.emulator.queue_drop_pct(), 2)
         );
         s += "flow  protocol  policy  start s  goodput Mbit/s  done     feedback KiB/GiB  CPU %/Gbit/s send/recv\n";
         for (i, f) in self.flows.iter().enumerate() {
@@ -232,21 +243,26 @@ pub fn markdown(runs: &[EmuReport]) -> String {
             .map(|p| format!("{}–{} s: {} Mbit/s", p.at_s, p.until_s, p.capacity_mbps))
             .collect();
         out += &format!("Path: {}.\n\n", describe.join("; "));
-        out += "| tool | goodput Mbit/s |";
+        out += "| tool | goodput Mbit/s | dropped by the queue % |";
         for k in 0..phases {
             out += &format!(
                 " phase {} util | adapt s | queue ms p50 / p95 / mean |",
                 k + 1
             );
         }
-        out += " CPU %/Gbit/s send/recv | shares of the fairness window |\n|---|---|";
+        out += " CPU %/Gbit/s send/recv | shares of the fairness window |\n|---|---|---|";
         for _ in 0..phases {
             out += "---|---|---|";
         }
         out += "---|---|\n";
         for r in &group {
             let goodput: f64 = r.flows.iter().map(|f| f.goodput_mbps).sum();
-            out += &format!("| {} | {:.1} |", r.label, goodput);
+            out += &format!(
+                "| {} | {:.1} | {} |",
+                r.label,
+                goodput,
+                opt(r.emulator.queue_drop_pct(), 2)
+            );
             for k in 0..phases {
                 match r.phases.get(k) {
                     Some(p) => {
@@ -382,12 +398,24 @@ mod tests {
             "{t}"
         );
         assert!(
-            t.contains("| spate | 94.0 | 0.940 | - | 1.0 / 2.0 / 6.2 | 12.5/- |"),
+            t.contains("| spate | 94.0 | - | 0.940 | - | 1.0 / 2.0 / 6.2 | 12.5/- |"),
             "{t}"
         );
         assert!(
-            t.contains("| cubic | 9.0 | 0.090 | - | 1.0 / 2.0 / - | 12.5/- |"),
+            t.contains("| cubic | 9.0 | - | 0.090 | - | 1.0 / 2.0 / - | 12.5/- |"),
             "{t}"
+        );
+        // What the queue dropped, of the forward packets offered.
+        let mut overflowing = run("spate", 0.95, None);
+        overflowing.emulator.forward = [50_613, 25_601, 0, 0];
+        let t = markdown(&[overflowing.clone()]);
+        assert!(t.contains("| spate | 95.0 | 50.58 | 0.950 |"), "{t}");
+        assert!(
+            overflowing
+                .to_text()
+                .contains("50.58 % of forward packets dropped by the bottleneck queue"),
+            "{}",
+            overflowing.to_text()
         );
         // A report written before a field existed still reads.
         let json = serde_json::to_string(&run("udt", 0.3, None)).unwrap();
