@@ -493,7 +493,8 @@ pub struct DelayTrace {
     pub delivery: Option<f64>,
     /// Sending capacity left unused while the window's packets left, bits/s (`u`).
     pub unused: f64,
-    /// `u` above 5 % of the rate: no growth, and steering cuts only for a queue above target.
+    /// `u` above 5 % of the rate: no growth, and steering cuts only for a queue above target
+    /// for a whole RTT.
     pub limited: bool,
     /// Delivery behind half of what was sent for a whole RTT: no growth.
     pub behind: bool,
@@ -669,6 +670,12 @@ impl Delay {
     }
 
     /// This flow's own equilibrium queueing delay at its rate, seconds: `q* = 8α / r`.
+    /// The least queueing delay of the last RTT, seconds (`q`, the latest, before any): a
+    /// queue that has stood that long, not a spike.
+    fn queue_over_rtt(&mut self, now: Instant, q: f64) -> f64 {
+        self.q_rtt_min.get(now).map_or(q, |v| v as f64 / 1e6)
+    }
+
     fn own_target(&self) -> f64 {
         self.alpha() / self.rate
     }
@@ -778,7 +785,7 @@ impl Delay {
                 let (true, Some(d0)) = (steady || competing, d) else {
                     return;
                 };
-                let q0 = self.q_rtt_min.get(now).map_or(q, |v| v as f64 / 1e6);
+                let q0 = self.queue_over_rtt(now, q);
                 // Only a flow that may compete judges its drains (and holds the queue empty
                 // a little longer for it); the others drain exactly as before.
                 let judged = self.compete_as > 0.0
@@ -1133,8 +1140,7 @@ impl RateControl for Delay {
                     // and a path that held packets for a few ms lifts the queue reading for
                     // a report or two (at 250 Mbit/s every such stall read above the 2.4 ms
                     // target), where a queue this flow's pace built stays for an RTT.
-                    let q_rtt = self.q_rtt_min.get(now).map_or(q, |v| v as f64 / 1e6);
-                    target = if q_rtt > q_star {
+                    target = if self.queue_over_rtt(now, q) > q_star {
                         target.min(self.rate)
                     } else {
                         self.rate
