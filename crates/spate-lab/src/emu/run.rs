@@ -266,10 +266,13 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
                 .and_then(|p| std::fs::read_to_string(&p.out).ok())
         })
         .collect();
+    // ...and its progress lines parsed once, for the series and for the host's limits.
+    let progress: Vec<Vec<serde_json::Value>> = outputs
+        .iter()
+        .map(|o| o.as_deref().map(json_lines).unwrap_or_default())
+        .collect();
     for (i, f) in s.flows.iter().enumerate() {
-        if let Some(text) = outputs[i].as_deref() {
-            record_progress(&mut measured.rec, i, f.start, end, text);
-        }
+        record_progress(&mut measured.rec, i, f.start, end, &progress[i]);
     }
     let series = measured.rec.series(&s.schedule, end_i);
     let phases = measured.rec.phase_reports(&s.schedule, end_i);
@@ -326,10 +329,9 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
             delay_mode_s: modes.map(|m| m.0),
             competitive_mode_s: modes.map(|m| m.1),
             following_bbr_s: modes.map(|m| m.2),
-            sender_limited: outputs[i]
-                .as_deref()
-                .filter(|_| f.protocol == Protocol::Spate)
-                .and_then(host_limits),
+            sender_limited: (f.protocol == Protocol::Spate)
+                .then(|| host_limits(&progress[i]))
+                .flatten(),
         });
     }
     let (jain, window) = fairness(s, &measured.rec, end, &mut out_flows);
@@ -405,11 +407,10 @@ fn record_progress(
     flow: usize,
     start: Duration,
     end: Duration,
-    text: &str,
+    lines: &[serde_json::Value],
 ) {
-    let marks: Vec<(f64, spate_proto::RateMode, Option<u64>)> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+    let marks: Vec<(f64, spate_proto::RateMode, Option<u64>)> = lines
+        .iter()
         .filter_map(|v| {
             let t = v.get("t")?.as_f64()?;
             let mode = spate_proto::RateMode::parse(v.get("mode")?.as_str()?)?;
@@ -435,14 +436,18 @@ fn record_progress(
     }
 }
 
+/// A program's output, one JSON value per line (lines that are not JSON left out).
+fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 /// How much the host held a Spate sender up, from the controller's view in its progress lines
 /// (`cc.limited`, `cc.unused_bps`); `None` without such lines.
-fn host_limits(text: &str) -> Option<HostLimits> {
+fn host_limits(lines: &[serde_json::Value]) -> Option<HostLimits> {
     let (mut n, mut limited, mut unused) = (0u32, 0u32, 0.0f64);
-    for v in text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-    {
+    for v in lines {
         let Some(cc) = v.get("cc") else { continue };
         n += 1;
         limited += u32::from(cc.get("limited").and_then(|l| l.as_bool()) == Some(true));
@@ -485,13 +490,13 @@ not json
 {"cc":{"limited":false,"unused_bps":2000000.0},"mode":"delay","t":0.4}
 {"bytes":125000000}"#;
         assert_eq!(
-            host_limits(log),
+            host_limits(&json_lines(log)),
             Some(HostLimits {
                 share: 0.5,
                 unused_mbps: 8.0
             })
         );
         // A log without the controller's view (another program, an older sender).
-        assert_eq!(host_limits(r#"{"bytes":1}"#), None);
+        assert_eq!(host_limits(&json_lines(r#"{"bytes":1}"#)), None);
     }
 }
