@@ -127,10 +127,29 @@ fn fluid_shared(
     rtt: Duration,
     secs: u64,
 ) -> (f64, f64, f64, f64) {
+    let (r, q, util, mean_q, _) = fluid_buffer(c, (cap, f64::INFINITY), cross, base_us, rtt, secs);
+    (r, q, util, mean_q)
+}
+
+/// [`fluid_shared`] through a drop-tail buffer of `buffer` seconds at capacity `cap`: what
+/// arrives at a full buffer is lost (this flow's part of it in proportion to its rate), and
+/// the reports say so. Also returns the share of this flow's bits sent over the last half
+/// that were lost.
+fn fluid_buffer(
+    c: &mut Delay,
+    (cap, buffer): (f64, f64),
+    cross: f64,
+    base_us: i64,
+    rtt: Duration,
+    secs: u64,
+) -> (f64, f64, f64, f64, f64) {
     let mut queue = 0.0f64;
     let mut delivered = 0.0f64;
     let mut late = 0.0f64;
     let mut late_q = 0.0f64;
+    let (mut sent_late, mut lost_late) = (0.0f64, 0.0f64);
+    // This flow's bits acknowledged and lost since the last report.
+    let (mut acked, mut lost) = (0.0f64, 0.0f64);
     let n = secs * 1000;
     // The sender hears about the bottleneck one RTT (plus a feedback interval) late.
     let lag = (rtt.as_millis() as usize / 10).max(1);
@@ -141,22 +160,31 @@ fn fluid_shared(
         c.on_sent(now, 0, Duration::ZERO);
         let r = c.pacing_rate() as f64;
         queue = (queue + (r + cross - cap) * 0.001).max(0.0);
+        let dropped = (queue - buffer * cap).max(0.0);
+        queue -= dropped;
         let out = if queue > 0.0 {
             cap
         } else {
             (r + cross).min(cap)
         } * 0.001;
         let own = out * r / (r + cross);
+        let own_lost = dropped * r / (r + cross);
         delivered += own;
+        acked += own;
+        lost += own_lost;
         if i >= n / 2 {
             late += own;
             late_q += queue / cap;
+            sent_late += r * 0.001;
+            lost_late += own_lost;
         }
         if i % 10 != 9 {
             continue;
         }
         let owd = base_us + (queue / cap * 1e6) as i64;
-        feed_late(c, &mut history, lag, now, rtt, (i, owd, delivered));
+        let loss = (acked, lost);
+        (acked, lost) = (0.0, 0.0);
+        feed_late(c, &mut history, lag, now, rtt, (i, owd, delivered, loss));
     }
     let half = (n - n / 2) as f64;
     (
@@ -164,27 +192,30 @@ fn fluid_shared(
         queue / cap,
         late / ((cap - cross) * half * 0.001),
         late_q / half,
+        lost_late / sent_late,
     )
 }
 
 /// The report about millisecond `about.0` — one-way delay `about.1` µs, `about.2` bits
-/// delivered so far — reaches the sender `lag` reports later: queue it in `late`, and feed the
-/// one due at `now`.
+/// delivered so far, `about.3` bits acknowledged and lost since the report before — reaches
+/// the sender `lag` reports later: queue it in `late`, and feed the one due at `now`.
 fn feed_late(
     c: &mut Delay,
-    late: &mut std::collections::VecDeque<(u64, i64, f64)>,
+    late: &mut std::collections::VecDeque<(u64, i64, f64, (f64, f64))>,
     lag: usize,
     now: Instant,
     rtt: Duration,
-    about: (u64, i64, f64),
+    about: (u64, i64, f64, (f64, f64)),
 ) {
     late.push_back(about);
     while late.len() > lag {
-        let Some((ms, owd, delivered)) = late.pop_front() else {
+        let Some((ms, owd, delivered, (acked, lost))) = late.pop_front() else {
             return;
         };
         let bytes = (delivered / 8.0 * 1472.0 / 1500.0) as u64;
-        c.on_feedback(now, &report(rtt, owd, bytes, ms * 1000));
+        let mut s = report(rtt, owd, bytes, ms * 1000);
+        (s.acked_bytes, s.lost_bytes) = ((acked / 8.0) as u64, (lost / 8.0) as u64);
+        c.on_feedback(now, &s);
     }
 }
 
@@ -531,7 +562,7 @@ fn busy_host(c: &mut Delay, cap: f64, rtt_ms: u64, secs: u64, seed: u64) -> (f64
             lag,
             now,
             MS * rtt_ms as u32,
-            (i, owd, delivered),
+            (i, owd, delivered, (0.0, 0.0)),
         );
     }
     (pace_sum / samples, q_sum / samples)
