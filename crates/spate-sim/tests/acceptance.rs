@@ -361,6 +361,42 @@ fn grid_corners_are_used_fully_and_found_quickly() {
     }
 }
 
+fn short_buffer(mbps: f64, rtt: f64, loss: f64) -> &'static Report {
+    // One flow alone, the default buffer of one BDP: at 10–20 Mbit/s and 20–40 ms that is
+    // shorter than α's queue (60 ms at 10 Mbit/s), docs/design.md "Limitation: buffers
+    // smaller than α".
+    let t = head("short buffer", 30.0, "")
+        + &phase(0.0, mbps, rtt, &format!("loss = {loss}"))
+        + &flow(0.0, "fair", 0);
+    &sim(&t).report
+}
+
+const SHORT_BUFFERS: [(f64, f64, f64); 3] =
+    [(10.0, 20.0, 0.0), (10.0, 40.0, 0.01), (20.0, 20.0, 0.0)];
+
+#[test]
+fn alone_it_does_not_hold_a_buffer_shorter_than_alpha_full() {
+    // Before session 37 these retransmitted 143 %, 41 % and 38 % of the data, holding the
+    // buffer full; a loss-based sender overflows it now and then (kernel CUBIC: 0.2 %).
+    for (mbps, rtt, loss) in SHORT_BUFFERS {
+        let r = short_buffer(mbps, rtt, loss);
+        let p = &r.phases[0];
+        let retx = r.flows[0].retransmission_overhead;
+        assert!(
+            retx <= loss + 0.03,
+            "{mbps} Mbit/s, {rtt} ms: {:.1} % retransmitted",
+            retx * 100.0
+        );
+        let u = p.utilization_after_adapt.expect("adapts");
+        assert!(u >= 0.94 * (1.0 - loss), "{mbps} Mbit/s, {rtt} ms: {u}");
+        let p50 = p.queue_delay_ms.p50;
+        assert!(
+            p50 <= 0.75 * rtt,
+            "{mbps} Mbit/s, {rtt} ms: queue p50 {p50} ms"
+        );
+    }
+}
+
 #[test]
 fn controller_table() {
     let mut t = String::from(
@@ -399,6 +435,13 @@ fn controller_table() {
         row(
             &format!("grid rtt {rtt} loss {loss}"),
             grid_point(rtt, loss),
+            0,
+        );
+    }
+    for (mbps, rtt, loss) in SHORT_BUFFERS {
+        row(
+            &format!("alone {mbps} Mbit/s rtt {rtt} loss {loss}, 1 BDP"),
+            short_buffer(mbps, rtt, loss),
             0,
         );
     }

@@ -101,6 +101,21 @@
 //!   does one above target before any share is known (start-up's queue). One flow alone
 //!   measures 0.83–1.03, each of four sharing flows 0.13–0.66. At 100 Mbit/s, 92 ms, 0.06 %
 //!   loss the queue falls from 6.0 to 2.0 ms (median) at the same utilization.
+//! * **A buffer shorter than α.** At 10 Mbit/s α is 60 ms of queue, longer than a one-BDP
+//!   buffer on a 20–56 ms path: the flow cannot reach its target, the overflow is credited as
+//!   random loss (20 %), and it held the buffer full, sending 1.6× what the link carried. A
+//!   queue that stands still ([`PINNED_FLAT`]) for [`PINNED_RTTS`] while [`PINNED_LOSS`] of
+//!   the bytes are lost is a buffer *held full*; steering counts it as settled, so probes run.
+//!   In a full buffer the stale probe's bump cannot raise the queue, only be lost, and drop-tail
+//!   drops take each flow's share of the excess, so delivery alone measures the share: a lone
+//!   flow's does not rise at all. Found alone there, the flow forgets the loss (its own
+//!   overflow), lowers α as any lone flow does, and remembers the queue at which the buffer
+//!   overflowed: it never aims above [`CEILING_FRACTION`] of it, so a noisy later sample
+//!   cannot send it back to the top; both are forgotten with the share. A drain while held
+//!   full halves what is *delivered* (the rate is far above it). Alone at 10 Mbit/s, 20 ms,
+//!   one BDP: 143 % of the data retransmitted → 0.7 %. Flows that share the full buffer
+//!   measure their share and keep α: several flows in a buffer shorter than their Σα still
+//!   keep it full (`scenarios/limits/`).
 //!
 //! * **Short paths.** With reports every 10 ms a path of 100 µs RTT could double its rate only
 //!   once per report, the delay window being 10 ms: 110–150 ms from 10 Mbit/s to 20 Gbit/s.
@@ -279,6 +294,21 @@ const SHARE_AT_TARGET: f64 = 1.25;
 /// delivery below `−SHARE_BURST`) took no sample. Sharing gives a flow less of its bump, never
 /// more; a stall's burst gave −0.3 to −0.45 at 10 Mbit/s, 92 ms with 20 ms stalls.
 const SHARE_BURST: f64 = 0.2;
+/// A queue that stands still while this fraction of the bytes of the last second were lost is
+/// a drop-tail buffer held full ("A buffer shorter than α"): more than twice the 2 % random
+/// loss the hardest seed paths have, less than the 20 % (the credit's cap) a lone flow at
+/// 10 Mbit/s, 20 ms lost in a one-BDP buffer.
+const PINNED_LOSS: f64 = 0.05;
+/// ... standing still: within this, seconds, or a tenth of the queue, for [`PINNED_RTTS`].
+/// A full buffer read 20.47–20.56 ms for seconds; a queue that still fills moves by more.
+const PINNED_FLAT: f64 = 0.001;
+/// RTTs the queue must stand still before the buffer counts as full (as long as steering
+/// must hold the queue settled before a probe).
+const PINNED_RTTS: u32 = 2;
+/// A flow alone in a buffer it overflowed aims at no more than this fraction of the queue at
+/// which it overflowed: half the buffer, room for the probes' bumps (0.15 of half an RTT)
+/// and the delay filter's lag without touching the top.
+const CEILING_FRACTION: f64 = 0.5;
 /// Samples are clamped to this: a rise the bump cannot explain alone is someone else's.
 const SHARE_MAX: f64 = 1.5;
 
@@ -478,6 +508,9 @@ enum Probe {
         judged: bool,
         /// This flow reported loss about the probe's packets.
         lost: bool,
+        /// Started while the queue stood still with [`PINNED_LOSS`] lost (`Delay::pinned`,
+        /// however briefly: steering has held it settled for 2 RTTs).
+        pinned: bool,
     },
 }
 
@@ -539,6 +572,12 @@ pub struct Delay {
     loss: LossFraction,
     /// Since when steering has kept the queue near this flow's target.
     settled_since: Option<Instant>,
+    /// The queue, seconds, at which a buffer this flow held alone overflowed (a stale probe
+    /// from a full buffer found it alone); forgotten with the share.
+    ceiling: Option<f64>,
+    /// Since when the queue has stood still while [`PINNED_LOSS`] of the bytes were lost (a
+    /// drop-tail buffer held full), and the lowest and highest queue since, seconds.
+    pinned: Option<(Instant, f64, f64)>,
     /// Minimum queueing delay over the last RTT, µs (the reference a probe is judged against).
     q_rtt_min: WindowedMin,
     /// Since when the queue has been below a quarter of this flow's share.
@@ -608,6 +647,8 @@ impl Delay {
             loss: LossFraction::default(),
             empty_since: Some(Instant::ZERO),
             settled_since: None,
+            pinned: None,
+            ceiling: None,
             q_rtt_min: WindowedMin::new(Duration::from_millis(100)),
             probe: Probe::Idle {
                 next: Instant::ZERO,
@@ -686,7 +727,29 @@ impl Delay {
     fn alpha(&self) -> f64 {
         let alone = alone_weight(self.share.map(|s| s.smoothed));
         let short = (self.rate * self.alone_queue).min(self.alpha_bits);
-        self.alpha_bits - alone * (self.alpha_bits - short)
+        let alpha = self.alpha_bits - alone * (self.alpha_bits - short);
+        self.ceiling
+            .map_or(alpha, |c| alpha.min(self.rate * c * CEILING_FRACTION))
+    }
+
+    /// Follow whether the buffer is held full: the queue `q` (seconds) stood still within
+    /// [`PINNED_FLAT`] while [`PINNED_LOSS`] was lost. True once that has lasted
+    /// [`PINNED_RTTS`].
+    fn track_pinned(&mut self, now: Instant, q: f64, rtt: Duration, lossy: bool) -> bool {
+        self.pinned = match self.pinned {
+            _ if !lossy => None,
+            None => Some((now, q, q)),
+            Some((t, lo, hi)) => {
+                let (lo, hi) = (lo.min(q), hi.max(q));
+                Some(if hi - lo <= PINNED_FLAT.max(0.1 * hi) {
+                    (t, lo, hi)
+                } else {
+                    (now, q, q)
+                })
+            }
+        };
+        self.pinned
+            .is_some_and(|(t, ..)| now.saturating_since(t) >= rtt * PINNED_RTTS)
     }
 
     fn is_competing(&self) -> bool {
@@ -767,6 +830,8 @@ impl Delay {
         let competing = self.is_competing();
         let alpha_now = self.alpha();
         let mut share_sample = None;
+        // The loss that kept a buffer full was this flow's own overflow, not the path's.
+        let mut own_overflow = None;
         let (verdict, drained) = match &mut self.probe {
             Probe::Idle { next } => {
                 let floor_age = self.base_owd.age(now).unwrap_or_default();
@@ -807,6 +872,13 @@ impl Delay {
                     ),
                 };
                 let mut gains = kind.gains();
+                let pinned = self.pinned.is_some();
+                // A flow held at a full buffer sends more than the path delivers (the excess
+                // is lost: 16.4 Mbit/s into 10): half its rate would hardly drain the queue,
+                // so its drain halves what is delivered.
+                if kind == ProbeKind::Drain && pinned {
+                    gains.0 *= (d0 / self.rate).min(1.0);
+                }
                 if let Mode::Competitive { law, .. } = &mut self.mode {
                     // Its queue falls and returns until about 2 RTTs after the drain's end.
                     law.quiet_until(now + half * 2 + rtt * 4);
@@ -834,6 +906,7 @@ impl Delay {
                     d_max: 0.0,
                     judged,
                     lost: false,
+                    pinned,
                 };
                 return;
             }
@@ -847,6 +920,7 @@ impl Delay {
                 d_max,
                 judged,
                 lost: lost_during,
+                pinned,
                 ..
             } => {
                 let age = now.saturating_since(*start);
@@ -914,13 +988,27 @@ impl Delay {
                     // stale floor's) says nothing about the share either: counting it as 0
                     // took three or four good samples, 2.3 s apart, to undo.
                     let unknown_above_target = !at_target && self.share.is_none();
+                    // A buffer held full cannot grow: the bump's excess was lost, so the queue
+                    // measures nothing (a lone flow at 10 Mbit/s, 20 ms read 0.04–0.19), and
+                    // only delivery measures the share: FIFO drops take this flow's share of
+                    // the excess, so delivery rises by the others' share of the bump — by
+                    // nothing when the flow is alone. It comes back flat, or not at all.
+                    let full = *pinned && *lost_during;
+                    let came_back = came_back || full && (q - readings.q0).abs() <= PINNED_FLAT;
                     let x = if came_back && at_target {
-                        by_queue.min(by_delivery)
+                        if full {
+                            by_delivery
+                        } else {
+                            by_queue.min(by_delivery)
+                        }
                     } else {
                         0.0
                     };
                     share_sample =
                         (!burst && !unknown_above_target).then_some((x.clamp(0.0, SHARE_MAX), *d0));
+                    if full && x >= ALONE_SHARE.0 {
+                        own_overflow = Some(readings.q0);
+                    }
                 }
                 let stale = *kind == ProbeKind::Stale
                     && !queue_grew
@@ -934,6 +1022,10 @@ impl Delay {
                 .share
                 .map_or(x, |s| s.smoothed + SHARE_GAIN * (x - s.smoothed));
             self.share = Some(Share { smoothed, delivery });
+        }
+        if let Some(q_full) = own_overflow {
+            self.loss = LossFraction::default();
+            self.ceiling = Some(q_full);
         }
         if let Some((outcome, capacity)) = drained {
             self.after_drain(now, outcome, capacity, srtt, q, floor);
@@ -1057,6 +1149,7 @@ impl RateControl for Delay {
         if let (Some(d), false) = (d, probing) {
             if self.share.is_some_and(|s| d < SHARE_RESET * s.delivery) {
                 self.share = None;
+                self.ceiling = None;
             }
         }
         // ...and delivery must keep up with what was sent one loop earlier (the packets the
@@ -1114,6 +1207,7 @@ impl RateControl for Delay {
                 }
                 self.last_steered = d.unwrap_or(self.last_steered);
                 self.settled_since = None;
+                self.pinned = None;
             }
             Some(d) if !spare => {
                 // Steer: what the path delivers (before random loss), corrected by this flow's
@@ -1152,8 +1246,12 @@ impl RateControl for Delay {
                 // Probes judge the path against a settled queue: near the target for 2 RTTs.
                 // Up to twice α even while aiming lower: a delay floor made stale by a longer
                 // path reads as a queue the flow cannot remove, and only a probe finds it.
+                // A buffer held full (below α, or it would have settled) is settled too: the
+                // queue cannot move, and only a probe can tell whose overflow it is.
                 let held = d * q;
-                if held >= 0.5 * self.alpha() && held < 2.0 * self.alpha_bits {
+                let lossy = self.loss.fraction() >= PINNED_LOSS && held < 2.0 * self.alpha_bits;
+                let pinned = self.track_pinned(now, q, rtt, lossy);
+                if pinned || held >= 0.5 * self.alpha() && held < 2.0 * self.alpha_bits {
                     let since = *self.settled_since.get_or_insert(now);
                     steady = now.saturating_since(since) >= rtt * 2;
                 } else {
@@ -1162,7 +1260,10 @@ impl RateControl for Delay {
             }
             // Spare capacity, but the sender does not use the pace it has: growing the pace
             // would only let a burst out when the sender catches up.
-            _ if limited => self.settled_since = None,
+            _ if limited => {
+                self.settled_since = None;
+                self.pinned = None;
+            }
             _ => {
                 // Grow: far less queue than this flow's share: there is spare capacity. Return
                 // at once to the rate last steered to, grow beyond it.
@@ -1170,6 +1271,7 @@ impl RateControl for Delay {
                     (self.rate * (self.growth * grow_dt / loop_s).exp2()).max(self.last_steered);
                 self.growth = (self.growth * (grow_dt / loop_s).exp2()).min(1.0);
                 self.settled_since = None;
+                self.pinned = None;
             }
         }
         self.rate = self

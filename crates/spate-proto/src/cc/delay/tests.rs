@@ -606,3 +606,30 @@ fn busy_host_keeps_pace(start: f64, cap: f64, rtt_ms: u64, secs: u64, min_pace: 
 fn a_busy_host_on_a_long_path_keeps_its_pace() {
     busy_host_keeps_pace(240e6, 250e6, 200, 40, 200e6);
 }
+
+#[test]
+fn alone_in_a_buffer_shorter_than_alpha_it_stops_overflowing() {
+    // 10 Mbit/s, 20 ms, a one-BDP (20 ms) buffer: α is 60 ms of queue at this rate. Before the
+    // full-buffer probe (session 37) the flow held the buffer full and lost 35–40 % of what it
+    // sent, each loss credited as random loss.
+    let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+    let (_, _, util, q, lost) = fluid_buffer(&mut c, (10e6, 0.020), 0.0, 10_000, 20 * MS, 40);
+    assert!(util > 0.95, "utilisation {util}");
+    assert!(lost < 0.01, "{:.1} % of what it sent lost", lost * 100.0);
+    assert!(q < 0.015, "mean queue {q} s");
+    assert!(c.ceiling.is_some(), "no ceiling learnt");
+}
+
+#[test]
+fn sharing_a_full_buffer_it_keeps_alpha() {
+    // The same buffer, held full together with 5 Mbit/s of traffic that does not yield: the
+    // full-buffer probe measures a share of about a half by delivery, not "alone".
+    let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+    let _ = fluid_buffer(&mut c, (10e6, 0.020), 5e6, 10_000, 20 * MS, 40);
+    assert!(c.ceiling.is_none(), "ceiling {:?}", c.ceiling);
+    assert!(
+        c.share.is_none_or(|s| s.smoothed < ALONE_SHARE.0),
+        "share {:?}",
+        c.share
+    );
+}
