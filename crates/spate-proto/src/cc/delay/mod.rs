@@ -732,9 +732,16 @@ impl Delay {
             .map_or(alpha, |c| alpha.min(self.rate * c * CEILING_FRACTION))
     }
 
+    /// The queue is not being steered (growth, a competitive law, a sender short of pace):
+    /// neither settled near the target nor held full.
+    fn unsettle(&mut self) {
+        self.settled_since = None;
+        self.pinned = None;
+    }
+
     /// Follow whether the buffer is held full: the queue `q` (seconds) stood still within
-    /// [`PINNED_FLAT`] while [`PINNED_LOSS`] was lost. True once that has lasted
-    /// [`PINNED_RTTS`].
+    /// [`PINNED_FLAT`] while `lossy` ([`PINNED_LOSS`] lost, and no more than twice α held).
+    /// True once that has lasted [`PINNED_RTTS`].
     fn track_pinned(&mut self, now: Instant, q: f64, rtt: Duration, lossy: bool) -> bool {
         self.pinned = match self.pinned {
             _ if !lossy => None,
@@ -1206,8 +1213,7 @@ impl RateControl for Delay {
                     self.rate = law.on_report(now, (q, base_owd), s.srtt, rtt, s.lost_bytes > 0, d);
                 }
                 self.last_steered = d.unwrap_or(self.last_steered);
-                self.settled_since = None;
-                self.pinned = None;
+                self.unsettle();
             }
             Some(d) if !spare => {
                 // Steer: what the path delivers (before random loss), corrected by this flow's
@@ -1246,12 +1252,13 @@ impl RateControl for Delay {
                 // Probes judge the path against a settled queue: near the target for 2 RTTs.
                 // Up to twice α even while aiming lower: a delay floor made stale by a longer
                 // path reads as a queue the flow cannot remove, and only a probe finds it.
-                // A buffer held full (below α, or it would have settled) is settled too: the
-                // queue cannot move, and only a probe can tell whose overflow it is.
+                // A buffer held full is settled too, wherever the queue stands against the
+                // target: it cannot move, and only a probe can tell whose overflow it is.
                 let held = d * q;
-                let lossy = self.loss.fraction() >= PINNED_LOSS && held < 2.0 * self.alpha_bits;
+                let within = held < 2.0 * self.alpha_bits;
+                let lossy = within && self.loss.fraction() >= PINNED_LOSS;
                 let pinned = self.track_pinned(now, q, rtt, lossy);
-                if pinned || held >= 0.5 * self.alpha() && held < 2.0 * self.alpha_bits {
+                if pinned || within && held >= 0.5 * self.alpha() {
                     let since = *self.settled_since.get_or_insert(now);
                     steady = now.saturating_since(since) >= rtt * 2;
                 } else {
@@ -1260,18 +1267,14 @@ impl RateControl for Delay {
             }
             // Spare capacity, but the sender does not use the pace it has: growing the pace
             // would only let a burst out when the sender catches up.
-            _ if limited => {
-                self.settled_since = None;
-                self.pinned = None;
-            }
+            _ if limited => self.unsettle(),
             _ => {
                 // Grow: far less queue than this flow's share: there is spare capacity. Return
                 // at once to the rate last steered to, grow beyond it.
                 self.rate =
                     (self.rate * (self.growth * grow_dt / loop_s).exp2()).max(self.last_steered);
                 self.growth = (self.growth * (grow_dt / loop_s).exp2()).min(1.0);
-                self.settled_since = None;
-                self.pinned = None;
+                self.unsettle();
             }
         }
         self.rate = self
