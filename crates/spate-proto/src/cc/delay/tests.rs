@@ -633,3 +633,36 @@ fn sharing_a_full_buffer_it_keeps_alpha() {
         c.share
     );
 }
+
+#[test]
+fn a_step_downs_overflow_is_not_a_buffer_held_full() {
+    // 100 Mbit/s, 56 ms, just after a step down from 10 Gbit/s (RLNC test A2): the first
+    // 200 ms of reports lose as much as is delivered, then nothing more is lost while the
+    // queue stands near 8 ms. The second-long loss fraction stays above PINNED_LOSS for
+    // seconds after the burst; had the flow called that a buffer held full, probes and drains
+    // would have run while it still steered the step's excess out (A2's queue p50/p95
+    // rose from 4.9/9.0 to 6.0/14.7 ms).
+    let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+    c.rate = 100e6;
+    let rtt = 56 * MS;
+    let per_report = 100e6 / 8.0 * 0.010 * 1472.0 / 1500.0;
+    let mut held_full = 0;
+    for i in 0..100u64 {
+        let t = i * 10_000;
+        let mut s = report(rtt, 28_000 + 8_000, (per_report * i as f64) as u64, t);
+        s.acked_bytes = per_report as u64;
+        s.lost_bytes = if i < 20 { per_report as u64 } else { 0 };
+        c.on_feedback(Instant::from_micros(t), &s);
+        if i >= 40 && c.pinned.is_some() {
+            held_full += 1;
+        }
+    }
+    assert!(
+        c.loss.fraction() >= PINNED_LOSS,
+        "the burst is still in the loss fraction"
+    );
+    assert_eq!(
+        held_full, 0,
+        "reports taken for a buffer held full after the loss stopped"
+    );
+}
