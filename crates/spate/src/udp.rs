@@ -274,10 +274,18 @@ impl RecvBatch {
 
     /// Call `f(source, datagram)` for every datagram received (GRO super-datagrams split).
     pub fn for_each(&mut self, mut f: impl FnMut(SocketAddr, &mut [u8])) {
+        self.for_each_stamped(|from, _, d| f(from, d));
+    }
+
+    /// [`for_each`](Self::for_each), with when the kernel received each datagram (wall clock,
+    /// since the Unix epoch; `SO_TIMESTAMPNS`, which quinn-udp turns on for every socket on
+    /// Linux), or `None` where the kernel gave no time. The datagrams of one GRO
+    /// super-datagram share a time.
+    pub fn for_each_stamped(&mut self, mut f: impl FnMut(SocketAddr, Option<Duration>, &mut [u8])) {
         for (i, m) in self.meta[..self.filled].iter().enumerate() {
             let buf = &mut self.storage[i * RECV_BUF..i * RECV_BUF + m.len.min(RECV_BUF)];
             for d in buf.chunks_mut(m.stride.max(1)) {
-                f(m.addr, d);
+                f(m.addr, m.timestamp, d);
             }
         }
     }
