@@ -28,6 +28,11 @@ use crate::udp::{RecvBatch, Socket};
 const RECV_CHECK: Duration = Duration::from_micros(200);
 /// How long the loop sleeps when the session waits for the reader thread's next block.
 const STARVED_WAIT: Duration = Duration::from_millis(1);
+/// Receive batches (of up to 16 datagrams each) read before the loop sends again. Feedback
+/// comes a few datagrams per millisecond; anything that fills the socket faster (a flood to
+/// the sender's port) would otherwise keep the loop reading and send nothing. The server
+/// bounds its reading the same way (`serve/mod.rs`).
+const MAX_RECV_BATCHES: usize = 16;
 /// How often the progress callback runs.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
@@ -212,21 +217,26 @@ impl<'a> Link<'a> {
         }
     }
 
-    /// Hand every datagram waiting to `f`.
-    fn recv(&mut self, mut f: impl FnMut(&mut [u8])) -> std::io::Result<()> {
+    /// Hand the datagrams waiting to `f`: from the socket at most [`MAX_RECV_BATCHES`], so
+    /// that the loop still sends while its socket is flooded. True if more may be waiting.
+    fn recv(&mut self, mut f: impl FnMut(&mut [u8])) -> std::io::Result<bool> {
         match self.inbox {
             None => {
-                while self.socket.recv(&mut self.batch)? > 0 {
+                for _ in 0..MAX_RECV_BATCHES {
+                    if self.socket.recv(&mut self.batch)? == 0 {
+                        return Ok(false);
+                    }
                     self.batch.for_each(|_, d| f(d));
                 }
+                Ok(true)
             }
             Some(inbox) => {
                 for mut d in self.held.take().into_iter().chain(inbox.try_iter()) {
                     f(&mut d);
                 }
+                Ok(false)
             }
         }
-        Ok(())
     }
 
     /// Sleep until a datagram arrives or `timeout` passes (or, with `writable`, the socket
@@ -307,6 +317,8 @@ pub fn send_via(
         // more than every RECV_CHECK (an empty recvmmsg per loop was 40 % of all system calls).
         let mut readable = true;
         let mut last_recv = Instant::ZERO;
+        // The last read stopped at its bound with datagrams left: read again next turn.
+        let mut more = false;
         // With sealing threads: whether the loop is CPU-bound.
         let mut busy = pool.as_ref().map(|_| Busy::default());
         loop {
@@ -314,7 +326,7 @@ pub fn send_via(
                 last_recv = clock.now();
                 // Any source: the core keeps only this session's packets (by session id), and
                 // a server with several addresses may answer from another one.
-                link.recv(|d| {
+                more = link.recv(|d| {
                     let _ = sender.handle_datagram(clock.now(), d);
                 })?;
             }
@@ -383,6 +395,7 @@ pub fn send_via(
             } else {
                 readable = false;
             }
+            readable |= more;
             if let (Some(b), Some(w)) = (busy.as_mut(), worked) {
                 b.note(w, clock.now());
             }

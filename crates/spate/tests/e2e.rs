@@ -537,3 +537,48 @@ fn a_full_disk_fails_the_transfer_with_a_clear_message_and_leaves_nothing_behind
         b"existing data"
     );
 }
+
+/// Junk sent at full speed to the sender's own port does not stop the transfer: the sender's
+/// loop reads a bounded number of batches before it sends again, as the server's does. (It
+/// used to read until its socket was empty, which a flood need never let happen.)
+#[test]
+fn a_flood_to_the_senders_port_does_not_stop_its_transfer() {
+    use spate::udp::Socket;
+    let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let f = src.path().join("flooded.bin");
+    fs::write(&f, content(11, 8 << 20)).unwrap();
+    let s = serve(dst.path());
+    let socket = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let target = socket.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flooder = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let s = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+            let junk = vec![0xa5u8; 1200 * s.max_batch(1200)];
+            let (start, mut sent) = (std::time::Instant::now(), 0u64);
+            while !stop.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(60) {
+                if s.send(target, &junk, 1200).unwrap() {
+                    sent += junk.len() as u64 / 1200;
+                }
+            }
+            sent
+        })
+    };
+    let mut plan = scan::plan(std::slice::from_ref(&f), "", false).unwrap();
+    plan.stream_digests();
+    let r = spate::send::send_plan_on(socket, &plan, &config(s.addr), |_| {});
+    stop.store(true, Ordering::Relaxed);
+    let junk = flooder.join().unwrap();
+    let r =
+        r.unwrap_or_else(|e| panic!("the flooded sender failed ({junk} junk datagrams): {e:#}"));
+    eprintln!(
+        "8 MiB in {:.2} s while {junk} junk datagrams were sent to the sender's port",
+        r.seconds
+    );
+    assert_eq!(r.stats.delivered_bytes, 8 << 20);
+    assert_eq!(
+        fs::read(dst.path().join("flooded.bin")).unwrap(),
+        content(11, 8 << 20)
+    );
+}
