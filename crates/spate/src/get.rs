@@ -295,7 +295,12 @@ fn wait_for_knock(socket: &Socket, knock: &[u8]) -> Result<SocketAddr> {
     let mut batch = RecvBatch::default();
     while Instant::now() < end {
         let mut found = None;
-        while socket.recv(&mut batch)? > 0 {
+        // A bounded number of batches per look, so that a flood of other datagrams cannot keep
+        // this loop from reaching its deadline.
+        for _ in 0..16 {
+            if found.is_some() || socket.recv(&mut batch)? == 0 {
+                break;
+            }
             batch.for_each(|from, d| {
                 if d == knock {
                     found.get_or_insert(from);
@@ -359,5 +364,41 @@ mod tests {
             .collect();
         assert_eq!(names, ["a.gz", "b.gz", "c.txt"]);
         assert!(expand(&[format!("{d}/*.zip")]).is_err());
+    }
+
+    /// The knock is found among a flood of other datagrams (which never lets the socket
+    /// empty): looking reads a bounded number of batches, then answers.
+    #[test]
+    fn a_knock_is_found_in_a_flood() {
+        let socket = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let target = socket.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flooder = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let s = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+                let junk = vec![0u8; 1200 * s.max_batch(1200)];
+                let knock = b"knock".to_vec();
+                let start = Instant::now();
+                let mut knocked = false;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                    && start.elapsed() < Duration::from_secs(20)
+                {
+                    let _ = s.send(target, &junk, 1200).unwrap();
+                    if !knocked && start.elapsed() > Duration::from_millis(200) {
+                        knocked = s.send(target, &knock, knock.len()).unwrap();
+                    }
+                }
+                s.local_addr().unwrap()
+            })
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(wait_for_knock(&socket, b"knock").map_err(|e| e.to_string()));
+        });
+        let got = rx.recv_timeout(Duration::from_secs(15));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let from = flooder.join().unwrap();
+        assert_eq!(got.expect("no answer within 15 s of flooding"), Ok(from));
     }
 }
