@@ -375,30 +375,27 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let flooder = {
             let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
-                let s = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-                let junk = vec![0u8; 1200 * s.max_batch(1200)];
-                let knock = b"knock".to_vec();
-                let start = Instant::now();
-                let mut knocked = false;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed)
-                    && start.elapsed() < Duration::from_secs(20)
-                {
-                    let _ = s.send(target, &junk, 1200).unwrap();
-                    if !knocked && start.elapsed() > Duration::from_millis(200) {
-                        knocked = s.send(target, &knock, knock.len()).unwrap();
-                    }
-                }
-                s.local_addr().unwrap()
-            })
+            std::thread::spawn(move || crate::udp::flood(target, &stop, Duration::from_secs(20)))
         };
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let _ = tx.send(wait_for_knock(&socket, b"knock").map_err(|e| e.to_string()));
         });
-        let got = rx.recv_timeout(Duration::from_secs(15));
+        // Knock from its own socket every 10 ms once the flood runs (a full socket buffer
+        // drops a knock as it drops junk).
+        std::thread::sleep(Duration::from_millis(200));
+        let knocker = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let start = Instant::now();
+        let got = loop {
+            let _ = knocker.send(target, b"knock", 5).unwrap();
+            match rx.recv_timeout(Duration::from_millis(10)) {
+                Err(_) if start.elapsed() < Duration::from_secs(15) => continue,
+                r => break r,
+            }
+        };
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let from = flooder.join().unwrap();
+        flooder.join().unwrap().unwrap();
+        let from = knocker.local_addr().unwrap();
         assert_eq!(got.expect("no answer within 15 s of flooding"), Ok(from));
     }
 }

@@ -291,6 +291,27 @@ impl RecvBatch {
     }
 }
 
+/// Send junk datagrams of 1200 bytes to `target` as fast as this thread can, in full GSO
+/// batches, until `stop` is set or `for_at_most` has passed; returns how many were handed to
+/// the kernel. Test support, for the flood tests of the loops that read a socket
+/// (`send.rs`, `get.rs`): each must still do its work while its socket never empties.
+#[doc(hidden)]
+pub fn flood(
+    target: SocketAddr,
+    stop: &std::sync::atomic::AtomicBool,
+    for_at_most: Duration,
+) -> io::Result<u64> {
+    let s = Socket::bind((std::net::Ipv4Addr::LOCALHOST, 0).into())?;
+    let junk = vec![0xa5u8; 1200 * s.max_batch(1200)];
+    let (start, mut sent) = (std::time::Instant::now(), 0u64);
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) && start.elapsed() < for_at_most {
+        if s.send(target, &junk, 1200)? {
+            sent += (junk.len() / 1200) as u64;
+        }
+    }
+    Ok(sent)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -553,23 +553,13 @@ fn a_flood_to_the_senders_port_does_not_stop_its_transfer() {
     let stop = Arc::new(AtomicBool::new(false));
     let flooder = {
         let stop = Arc::clone(&stop);
-        std::thread::spawn(move || {
-            let s = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-            let junk = vec![0xa5u8; 1200 * s.max_batch(1200)];
-            let (start, mut sent) = (std::time::Instant::now(), 0u64);
-            while !stop.load(Ordering::Relaxed) && start.elapsed() < Duration::from_secs(60) {
-                if s.send(target, &junk, 1200).unwrap() {
-                    sent += junk.len() as u64 / 1200;
-                }
-            }
-            sent
-        })
+        std::thread::spawn(move || spate::udp::flood(target, &stop, Duration::from_secs(60)))
     };
     let mut plan = scan::plan(std::slice::from_ref(&f), "", false).unwrap();
     plan.stream_digests();
     let r = spate::send::send_plan_on(socket, &plan, &config(s.addr), |_| {});
     stop.store(true, Ordering::Relaxed);
-    let junk = flooder.join().unwrap();
+    let junk = flooder.join().unwrap().unwrap();
     let r =
         r.unwrap_or_else(|e| panic!("the flooded sender failed ({junk} junk datagrams): {e:#}"));
     eprintln!(
