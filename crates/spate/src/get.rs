@@ -25,6 +25,7 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -297,16 +298,17 @@ fn wait_for_knock(socket: &Socket, knock: &[u8]) -> Result<SocketAddr> {
         let mut found = None;
         // A bounded number of batches per look, so that a flood of other datagrams cannot keep
         // this loop from reaching its deadline.
-        for _ in 0..16 {
-            if found.is_some() || socket.recv(&mut batch)? == 0 {
-                break;
-            }
-            batch.for_each(|from, d| {
+        socket.recv_bounded(&mut batch, 16, |b| {
+            b.for_each(|from, d| {
                 if d == knock {
                     found.get_or_insert(from);
                 }
             });
-        }
+            match found {
+                Some(_) => ControlFlow::Break(()),
+                None => ControlFlow::Continue(()),
+            }
+        })?;
         if let Some(p) = found {
             return Ok(p);
         }
@@ -372,11 +374,7 @@ mod tests {
     fn a_knock_is_found_in_a_flood() {
         let socket = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let target = socket.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let flooder = {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || crate::udp::flood(target, &stop, Duration::from_secs(20)))
-        };
+        let flood = crate::udp::Flood::start(target, Duration::from_secs(20)).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let _ = tx.send(wait_for_knock(&socket, b"knock").map_err(|e| e.to_string()));
@@ -393,8 +391,7 @@ mod tests {
                 r => break r,
             }
         };
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        flooder.join().unwrap().unwrap();
+        flood.stop().unwrap();
         let from = knocker.local_addr().unwrap();
         assert_eq!(got.expect("no answer within 15 s of flooding"), Ok(from));
     }

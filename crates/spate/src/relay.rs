@@ -8,17 +8,15 @@
 //! link. Datagrams wait in a time-ordered heap; their buffers are reused.
 //!
 //! The loop alternates: read at most [`MAX_DRAIN`] batches, then deliver whatever is due (as
-//! the lab's forwarder does, `spate-lab/src/emu/forward.rs`). It used to read until the socket
-//! was empty; the demo runs the sender, the receiver and the
-//! relay in one process, and on a 2-core machine a sender at start-up (300 Mbit/s and more)
-//! kept the socket from ever emptying, so nothing was delivered for up to 184 ms, then all of
-//! it at once. The receiver measured that burst as a delivery rate of 375 Mbit/s on a
-//! 200 Mbit/s link, the sender's controller steered up to it, and each default demo lost
-//! 580–5 000 packets to the queue where the simulator and the namespace emulator on the same
-//! path lose none. Reading at most [`MAX_DRAIN`] batches at a time: 0–835 in eight demos
-//! (mean 477, against 2 440 in thirteen before, six of them with the kernel times below
-//! alone), 1.0–1.8 % retransmitted against 1.6–6.0 %, the same goodput (165–169 Mbit/s). What is left is this machine's two cores shared by five busy
-//! threads at start-up (the receiver still saw gaps of 20–54 ms then).
+//! the lab's forwarder does, `spate-lab/src/emu/forward.rs`). Reading until the socket was
+//! empty, the demo's relay (sender, receiver and relay in one process on 2 cores) delivered
+//! nothing for up to 184 ms while a sender at start-up kept the socket full, then all of it at
+//! once; the receiver measured 375 Mbit/s on a 200 Mbit/s link, the sender steered up to it,
+//! and each default demo lost 580–5 000 packets to the queue (mean 2 440 over thirteen runs)
+//! where the simulator and the namespace emulator lose none. Bounded: 0–835 over eight runs
+//! (mean 477), 1.0–1.8 % retransmitted against 1.6–6.0 %, the same goodput (165–169 Mbit/s).
+//! What is left is the 2 cores shared by five busy threads at start-up (the receiver still
+//! saw gaps of 20–54 ms then).
 //!
 //! A datagram enters the link when the kernel received it (its `SO_TIMESTAMPNS` time), not
 //! when this thread read it, so a datagram read one drain late, or after the thread was not
@@ -26,6 +24,7 @@
 //! delivers late, as a late emulator does.
 
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -137,10 +136,7 @@ fn run(
     let mut batch = RecvBatch::default();
     let mut last_arrival = clock.now();
     while !stop.load(Ordering::Relaxed) {
-        for _ in 0..MAX_DRAIN {
-            if socket.recv(&mut batch)? == 0 {
-                break;
-            }
+        socket.recv_bounded(&mut batch, MAX_DRAIN, |batch| {
             let now = clock.now();
             let wall = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
@@ -165,7 +161,8 @@ fn run(
                     (buf, d.len())
                 });
             });
-        }
+            ControlFlow::Continue(())
+        })?;
         let now = clock.now();
         while let Some((dir, (buf, len))) = path.pop_due(now) {
             let dest = match dir {
@@ -192,7 +189,7 @@ fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::udp::RecvBatch;
+    use crate::udp::Flood;
     use std::time::Instant as WallInstant;
 
     /// A client that keeps the relay's socket full must not hold deliveries up until it stops:
@@ -209,25 +206,20 @@ mod tests {
             seed: 1,
         };
         let relay = Relay::start(&path, server.local_addr().unwrap()).unwrap();
-        let client = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-        let dg = 1200;
-        let batch = vec![7u8; dg * client.max_batch(dg)];
+        let flood = Flood::start(relay.addr(), Duration::from_secs(2)).unwrap();
         let start = WallInstant::now();
-        let mut first = None;
         let mut rx = RecvBatch::default();
         // 2 s of flooding at most; delivery should begin within milliseconds.
-        while start.elapsed() < Duration::from_secs(2) && first.is_none() {
-            for _ in 0..64 {
-                let _ = client.send(relay.addr(), &batch, dg).unwrap();
-            }
-            if server.recv(&mut rx).unwrap() > 0 {
-                first = Some(start.elapsed());
-            }
+        let mut delivered = false;
+        while !delivered && start.elapsed() < Duration::from_secs(2) {
+            server.wait(Duration::from_millis(10), false).unwrap();
+            delivered = server.recv(&mut rx).unwrap() > 0;
         }
         let flooded = start.elapsed();
+        flood.stop().unwrap();
         let stats = relay.stop().unwrap();
         assert!(
-            first.is_some(),
+            delivered,
             "nothing delivered during {flooded:?} of flooding ({} datagrams reached the relay)",
             stats.forward.packets
         );

@@ -9,6 +9,7 @@
 //! and retried when the socket is writable, never dropped.
 
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -221,15 +222,12 @@ impl<'a> Link<'a> {
     /// that the loop still sends while its socket is flooded. True if more may be waiting.
     fn recv(&mut self, mut f: impl FnMut(&mut [u8])) -> std::io::Result<bool> {
         match self.inbox {
-            None => {
-                for _ in 0..MAX_RECV_BATCHES {
-                    if self.socket.recv(&mut self.batch)? == 0 {
-                        return Ok(false);
-                    }
-                    self.batch.for_each(|_, d| f(d));
-                }
-                Ok(true)
-            }
+            None => self
+                .socket
+                .recv_bounded(&mut self.batch, MAX_RECV_BATCHES, |b| {
+                    b.for_each(|_, d| f(d));
+                    ControlFlow::Continue(())
+                }),
             Some(inbox) => {
                 for mut d in self.held.take().into_iter().chain(inbox.try_iter()) {
                     f(&mut d);

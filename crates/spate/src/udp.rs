@@ -8,7 +8,11 @@
 
 use std::io::{self, IoSliceMut};
 use std::net::{SocketAddr, UdpSocket};
+use std::ops::ControlFlow;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use quinn_udp::{RecvMeta, Transmit, UdpSockRef, UdpSocketState};
@@ -173,6 +177,25 @@ impl Socket {
         }
     }
 
+    /// Receive at most `max_batches` batches into `batch`, handing each to `f` until `f` breaks.
+    /// Returns true if it stopped at the bound, so more may be waiting. An event loop reads
+    /// this way, never until the socket is empty: a sender faster than the loop (a flood, or
+    /// a peer on the same overloaded machine) need never let it empty, and the loop's other
+    /// work — sending, delivering, checking its deadline — would wait as long.
+    pub fn recv_bounded(
+        &self,
+        batch: &mut RecvBatch,
+        max_batches: usize,
+        mut f: impl FnMut(&mut RecvBatch) -> ControlFlow<()>,
+    ) -> io::Result<bool> {
+        for _ in 0..max_batches {
+            if self.recv(batch)? == 0 || f(batch).is_break() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Sleep until the socket can take more, or until `timeout` (at least 1 ms).
     pub fn wait_writable(&self, timeout: Duration) -> io::Result<()> {
         let mut pfd = libc::pollfd {
@@ -291,25 +314,54 @@ impl RecvBatch {
     }
 }
 
-/// Send junk datagrams of 1200 bytes to `target` as fast as this thread can, in full GSO
-/// batches, until `stop` is set or `for_at_most` has passed; returns how many were handed to
-/// the kernel. Test support, for the flood tests of the loops that read a socket
-/// (`send.rs`, `get.rs`): each must still do its work while its socket never empties.
+/// A thread sending junk datagrams of 1200 bytes to a target as fast as it can, in full GSO
+/// batches, for the flood tests of the loops that read a socket (`relay.rs`, `send.rs`,
+/// `get.rs`): each must still do its other work while its socket never empties. Test support.
 #[doc(hidden)]
-pub fn flood(
-    target: SocketAddr,
-    stop: &std::sync::atomic::AtomicBool,
-    for_at_most: Duration,
-) -> io::Result<u64> {
-    let s = Socket::bind((std::net::Ipv4Addr::LOCALHOST, 0).into())?;
-    let junk = vec![0xa5u8; 1200 * s.max_batch(1200)];
-    let (start, mut sent) = (std::time::Instant::now(), 0u64);
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) && start.elapsed() < for_at_most {
-        if s.send(target, &junk, 1200)? {
-            sent += (junk.len() / 1200) as u64;
+pub struct Flood {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<io::Result<u64>>>,
+}
+
+impl Flood {
+    /// Start flooding `target`; the thread stops by itself after `for_at_most`.
+    pub fn start(target: SocketAddr, for_at_most: Duration) -> io::Result<Flood> {
+        let s = Socket::bind((std::net::Ipv4Addr::LOCALHOST, 0).into())?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let halt = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let junk = vec![0xa5u8; 1200 * s.max_batch(1200)];
+            let (start, mut sent) = (std::time::Instant::now(), 0u64);
+            while !halt.load(Ordering::Relaxed) && start.elapsed() < for_at_most {
+                if s.send(target, &junk, 1200)? {
+                    sent += (junk.len() / 1200) as u64;
+                }
+            }
+            Ok(sent)
+        });
+        Ok(Flood {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stop; how many datagrams were handed to the kernel.
+    pub fn stop(mut self) -> io::Result<u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            _ => Err(io::Error::other("flood thread panicked")),
         }
     }
-    Ok(sent)
+}
+
+impl Drop for Flood {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 #[cfg(test)]

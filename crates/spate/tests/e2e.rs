@@ -550,16 +550,11 @@ fn a_flood_to_the_senders_port_does_not_stop_its_transfer() {
     let s = serve(dst.path());
     let socket = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let target = socket.local_addr().unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let flooder = {
-        let stop = Arc::clone(&stop);
-        std::thread::spawn(move || spate::udp::flood(target, &stop, Duration::from_secs(60)))
-    };
+    let flood = spate::udp::Flood::start(target, Duration::from_secs(60)).unwrap();
     let mut plan = scan::plan(std::slice::from_ref(&f), "", false).unwrap();
     plan.stream_digests();
     let r = spate::send::send_plan_on(socket, &plan, &config(s.addr), |_| {});
-    stop.store(true, Ordering::Relaxed);
-    let junk = flooder.join().unwrap().unwrap();
+    let junk = flood.stop().unwrap();
     let r =
         r.unwrap_or_else(|e| panic!("the flooded sender failed ({junk} junk datagrams): {e:#}"));
     eprintln!(
