@@ -119,7 +119,7 @@
 //!   full halves what is *delivered* (the rate is far above it). Alone at 10 Mbit/s, 20 ms,
 //!   one BDP: 143 % of the data retransmitted → 0.7 %. Flows that share the full buffer
 //!   measure their share and keep α: several flows in a buffer shorter than their Σα still
-//!   keep it full (`scenarios/limits/`).
+//!   keep it full (`scenarios/limits/`; 64 such points: `scripts/shallow-grid.sh`).
 //!
 //! * **Short paths.** With reports every 10 ms a path of 100 µs RTT could double its rate only
 //!   once per report, the delay window being 10 ms: 110–150 ms from 10 Mbit/s to 20 Gbit/s.
