@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Several `fair` flows in a drop-tail buffer shorter than their Σα (simulator only, about half a
-# minute on two cores): the known limit of docs/design.md, "A buffer shorter than α", measured
+# Several `fair` flows in a drop-tail buffer shorter than their Σα (simulator only, about a minute
+# on two cores): the known limit of docs/design.md, "A buffer shorter than α", measured
 # around `scenarios/limits/four-shallow-100m.toml` instead of at that one point.
 #
 # 64 runs of 60 s: 10, 50, 100 and 200 Mbit/s × RTT 20 and 50 ms × buffers of 0.5 and 1 BDP ×
@@ -70,9 +70,9 @@ for rate in rates:
         for buf in bufs:
             row = f"| {rate} | {rtt} | {buf} BDP |"
             for n, gap in cells:
-                flows = json.load(open(f"{d}/{rate}-{rtt}-{buf}-{n}-{gap}.toml.json"))["flows"]
-                w = [f["window_goodput_mbps"] for f in flows]
-                jain = sum(w) ** 2 / (len(w) * sum(x * x for x in w)) if sum(w) > 0 else 0.0
+                report = json.load(open(f"{d}/{rate}-{rtt}-{buf}-{n}-{gap}.toml.json"))
+                flows = report["flows"]
+                jain = report["fairness_jain"] or 0.0
                 retx = 100 * sum(f["retransmission_overhead"] for f in flows) / len(flows)
                 row += f" {jain:.3f} · {retx:.1f} % |"
                 runs += 1

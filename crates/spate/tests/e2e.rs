@@ -114,6 +114,13 @@ fn send_to(
     send(&plan, &config(addr), |_| {})
 }
 
+/// The plan for the one file `f`, its digest sent after its bytes (a streamed file, spec §5.1).
+fn streamed_plan(f: &Path) -> scan::Plan {
+    let mut plan = scan::plan(std::slice::from_ref(&f.to_path_buf()), "", false).unwrap();
+    plan.stream_digests();
+    plan
+}
+
 /// Deterministic pseudo-random content.
 fn content(seed: u64, len: usize) -> Vec<u8> {
     spate::noise::bytes(seed, len)
@@ -174,8 +181,7 @@ fn sealing_threads_deliver_byte_exact_and_in_order() {
     let f = src.path().join("sealed.bin");
     fs::write(&f, content(5, 48 << 20)).unwrap();
     let s = serve(dst.path());
-    let mut plan = scan::plan(std::slice::from_ref(&f), "", false).unwrap();
-    plan.stream_digests();
+    let plan = streamed_plan(&f);
     for sealers in [1, 3] {
         let cfg = SendConfig {
             sealers,
@@ -551,8 +557,7 @@ fn a_flood_to_the_senders_port_does_not_stop_its_transfer() {
     let socket = Socket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let target = socket.local_addr().unwrap();
     let flood = spate::udp::Flood::start(target, Duration::from_secs(60)).unwrap();
-    let mut plan = scan::plan(std::slice::from_ref(&f), "", false).unwrap();
-    plan.stream_digests();
+    let plan = streamed_plan(&f);
     let r = spate::send::send_plan_on(socket, &plan, &config(s.addr), |_| {});
     let junk = flood.stop().unwrap();
     let r =
