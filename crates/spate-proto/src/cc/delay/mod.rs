@@ -371,6 +371,15 @@ fn delivery_window(rtt: Duration) -> Duration {
     (rtt / 2).max(Duration::from_millis(20))
 }
 
+/// Keep `since` at the moment `holds` became true, and clear it once it is false.
+fn mark_since(since: &mut Option<Instant>, holds: bool, now: Instant) {
+    if !holds {
+        *since = None;
+    } else if since.is_none() {
+        *since = Some(now);
+    }
+}
+
 /// How far a flow with smoothed share `share` counts as alone: 0 (aims at α) to 1.
 fn alone_weight(share: Option<f64>) -> f64 {
     let (lo, hi) = ALONE_SHARE;
@@ -1247,11 +1256,7 @@ impl RateControl for Delay {
         }
         let losing = self.loss.fraction() >= PINNED_LOSS
             && self.lost_at.is_some_and(|t| now.saturating_since(t) <= rtt);
-        if !losing {
-            self.lossy_since = None;
-        } else if self.lossy_since.is_none() {
-            self.lossy_since = Some(now);
-        }
+        mark_since(&mut self.lossy_since, losing, now);
         // Packets sent into an outage are lost when it ends: not a full buffer.
         let after_outage = self
             .restored_at
@@ -1310,11 +1315,7 @@ impl RateControl for Delay {
             (Some(d), Some(then)) => d < KEEP_UP * (then - unused),
             _ => false,
         };
-        if !behind {
-            self.behind_since = None;
-        } else if self.behind_since.is_none() {
-            self.behind_since = Some(now);
-        }
+        mark_since(&mut self.behind_since, behind, now);
         let keeps_up = self
             .behind_since
             .is_none_or(|t| now.saturating_since(t) < rtt);
@@ -1356,9 +1357,7 @@ impl RateControl for Delay {
                 // target: it cannot move, and only a probe can tell whose overflow it is.
                 let held = d * q;
                 let within = held < 2.0 * self.alpha_bits;
-                let lossy = within
-                    && self.loss.fraction() >= PINNED_LOSS
-                    && self.lost_at.is_some_and(|t| now.saturating_since(t) <= rtt);
+                let lossy = within && losing;
                 let pinned = self.track_pinned(now, q, rtt, lossy);
                 if pinned && self.compete_as == 0.0 {
                     self.held_full = Some((now + HELD_FULL_FOR, q));
