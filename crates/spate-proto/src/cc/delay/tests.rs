@@ -623,7 +623,9 @@ fn alone_in_a_buffer_shorter_than_alpha_it_stops_overflowing() {
 #[test]
 fn sharing_a_full_buffer_it_keeps_alpha() {
     // The same buffer, held full together with 5 Mbit/s of traffic that does not yield: the
-    // full-buffer probe measures a share of about a half by delivery, not "alone".
+    // full-buffer probe measures the flow's share by delivery — its share of the arrivals,
+    // 0.77–0.82 while it still paces 15–20 Mbit/s, about a half once the held-full charge has
+    // brought it to 5 — and it never takes itself for alone.
     let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
     let _ = fluid_buffer(&mut c, (10e6, 0.020), 5e6, 10_000, 20 * MS, 40);
     assert!(c.ceiling.is_none(), "ceiling {:?}", c.ceiling);
