@@ -1143,8 +1143,8 @@ impl Delay {
             self.share = Some(Share { smoothed, delivery });
         }
         // Alone by the smoothed share, not by one sample: next to three others in a full
-        // buffer one sample read 0.78 at a true quarter, and the ceiling and the lowered α
-        // it brought starved that flow (Jain 0.26).
+        // buffer one sample read 0.78 at a true quarter, and a ceiling and a lowered α would
+        // have followed from it.
         let alone = self.share.is_some_and(|s| s.smoothed >= ALONE_SHARE.0);
         if let (Some(q_full), true, true) = (own_overflow, share_sample.is_some(), alone) {
             self.loss = LossFraction::default();
