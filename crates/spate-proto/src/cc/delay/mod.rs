@@ -961,10 +961,11 @@ impl Delay {
                 } else {
                     self.held_full.map(|(_, at)| at)
                 };
-                // Start-up's overflow is no full buffer's steady state: its delivery still
-                // moves (a flow next to 5 Mbit/s that did not yield measured 0.96 and 0.80),
-                // and the share is measured against it.
+                let mut half = half;
                 if kind == ProbeKind::Stale && pinned.is_some() && self.compete_as == 0.0 {
+                    // Start-up's overflow is no full buffer's steady state: its delivery still
+                    // moves (a flow next to 5 Mbit/s that did not yield measured 0.96 and
+                    // 0.80), and the share is measured against it.
                     let w = delivery_window(rtt);
                     let (Some(short), Some(long)) = (
                         self.delivery.rate(w),
@@ -975,20 +976,15 @@ impl Delay {
                     if (short as f64 / long.max(1) as f64 - 1.0).abs() > FULL_STABLE {
                         return;
                     }
-                }
-                // From a buffer held full the stale probe measures the share by delivery
-                // alone, over the delivery window: a bump shorter than that window (half of
-                // a 20 ms RTT against 20 ms) is diluted by the rates around it, and a sharing
-                // flow read as nearly alone (0.85 for a true half). So the bump outlasts the
-                // window by a report gap, and nothing is paid back: a full buffer lost the
-                // bump's excess instead of queueing it.
-                let half = if kind == ProbeKind::Stale && pinned.is_some() && self.compete_as == 0.0
-                {
+                    // From a buffer held full the stale probe measures the share by delivery
+                    // alone, over the delivery window: a bump shorter than that window (half
+                    // of a 20 ms RTT against 20 ms) is diluted by the rates around it, and a
+                    // sharing flow read as nearly alone (0.85 for a true half). So the bump
+                    // outlasts the window by a report gap, and nothing is paid back: a full
+                    // buffer lost the bump's excess instead of queueing it.
                     gains.1 = 1.0;
-                    half.max(delivery_window(rtt) + Duration::from_secs_f64(self.report_gap))
-                } else {
-                    half
-                };
+                    half = half.max(w + Duration::from_secs_f64(self.report_gap));
+                }
                 // A flow held at a full buffer sends more than the path delivers (the excess
                 // is lost: 16.4 Mbit/s into 10): half its rate would hardly drain the queue,
                 // so its drain halves what is delivered.
@@ -1368,9 +1364,9 @@ impl RateControl for Delay {
                 if !held_full {
                     self.held_full = None;
                 }
+                // (Only a flow that may not compete ever finds a buffer held full.)
                 let shares_full = held_full
                     && !after_outage
-                    && self.compete_as == 0.0
                     && self.share.is_none_or(|s| s.smoothed < ALONE_SHARE.0);
                 // Loss with a queue near its target is random loss: the bottleneck drained
                 // more than arrived. Loss with a large queue is (also) overflow: no credit, nor
