@@ -134,7 +134,7 @@ fn fluid_shared(
 /// [`fluid_shared`] through a drop-tail buffer of `buffer` seconds at capacity `cap`: what
 /// arrives at a full buffer is lost (this flow's part of it in proportion to its rate), and
 /// the reports say so. Also returns the share of this flow's bits sent over the last half
-/// that were lost.
+/// that were lost. One flow of [`fluid_flows`], measured over the last half.
 fn fluid_buffer(
     c: &mut Delay,
     (cap, buffer): (f64, f64),
@@ -143,56 +143,23 @@ fn fluid_buffer(
     rtt: Duration,
     secs: u64,
 ) -> (f64, f64, f64, f64, f64) {
-    let mut queue = 0.0f64;
-    let mut delivered = 0.0f64;
-    let mut late = 0.0f64;
-    let mut late_q = 0.0f64;
-    let (mut sent_late, mut lost_late) = (0.0f64, 0.0f64);
-    // This flow's bits acknowledged and lost since the last report.
-    let (mut acked, mut lost) = (0.0f64, 0.0f64);
     let n = secs * 1000;
-    // The sender hears about the bottleneck one RTT (plus a feedback interval) late.
-    let lag = (rtt.as_millis() as usize / 10).max(1);
-    let mut history = std::collections::VecDeque::new();
-    for i in 0..n {
-        let now = Instant::from_millis(i);
-        // The probes' rate changes follow what is sent.
-        c.on_sent(now, 0, Duration::ZERO);
-        let r = c.pacing_rate() as f64;
-        queue = (queue + (r + cross - cap) * 0.001).max(0.0);
-        let dropped = (queue - buffer * cap).max(0.0);
-        queue -= dropped;
-        let out = if queue > 0.0 {
-            cap
-        } else {
-            (r + cross).min(cap)
-        } * 0.001;
-        let own = out * r / (r + cross);
-        let own_lost = dropped * r / (r + cross);
-        delivered += own;
-        acked += own;
-        lost += own_lost;
-        if i >= n / 2 {
-            late += own;
-            late_q += queue / cap;
-            sent_late += r * 0.001;
-            lost_late += own_lost;
-        }
-        if i % 10 != 9 {
-            continue;
-        }
-        let owd = base_us + (queue / cap * 1e6) as i64;
-        let loss = (acked, lost);
-        (acked, lost) = (0.0, 0.0);
-        feed_late(c, &mut history, lag, now, rtt, (i, owd, delivered, loss));
-    }
+    let run = fluid_flows(
+        std::slice::from_mut(c),
+        &[0],
+        (cap, buffer, cross),
+        base_us,
+        rtt,
+        (secs, n / 2),
+    );
     let half = (n - n / 2) as f64;
+    let f = run.flows[0];
     (
         c.rate,
-        queue / cap,
-        late / ((cap - cross) * half * 0.001),
-        late_q / half,
-        lost_late / sent_late,
+        run.queue_end,
+        f.delivered / ((cap - cross) * half * 0.001),
+        run.mean_queue,
+        f.lost / f.sent,
     )
 }
 
@@ -677,24 +644,36 @@ struct FlowTally {
     delivered: f64,
 }
 
-/// Several controllers through one drop-tail buffer of `buffer` seconds at capacity `cap`
-/// (the model of [`fluid_buffer`], with every flow a `Delay`): the k-th starts at
-/// `starts_ms[k]`. The buffer serves and drops the flows' arrivals in proportion to their
-/// rates, so every flow sees the same loss fraction. Returns each flow's tally from
-/// `from_ms` on.
+/// A run of [`fluid_flows`]: each flow's tally, the queueing delay at the end and its mean
+/// from `from` ms on, seconds.
+#[derive(Debug)]
+struct FluidRun {
+    flows: Vec<FlowTally>,
+    queue_end: f64,
+    mean_queue: f64,
+}
+
+/// Controllers through one drop-tail buffer of `buffer` seconds at capacity `cap`, next to
+/// `cross` bit/s of traffic that does not yield: the k-th starts at `starts_ms[k]`. The queue
+/// moves in 1 ms steps and is served first come first served, so the buffer delivers and
+/// drops the senders' arrivals in proportion to their rates, and every flow sees the same loss
+/// fraction. Reports come every 10 ms and reach each sender one RTT (plus a feedback
+/// interval) late. Tallies count from `from_ms` on.
 fn fluid_flows(
     cs: &mut [Delay],
     starts_ms: &[u64],
-    (cap, buffer): (f64, f64),
+    (cap, buffer, cross): (f64, f64, f64),
     base_us: i64,
     rtt: Duration,
     (secs, from_ms): (u64, u64),
-) -> Vec<FlowTally> {
+) -> FluidRun {
     let n = cs.len();
     let mut queue = 0.0f64;
+    let mut queue_sum = 0.0f64;
     let mut delivered = vec![0.0f64; n];
+    // Each flow's bits acknowledged and lost since its last report.
     let mut since = vec![(0.0f64, 0.0f64); n];
-    let mut tally = vec![FlowTally::default(); n];
+    let mut flows = vec![FlowTally::default(); n];
     let lag = (rtt.as_millis() as usize / 10).max(1);
     let mut history = vec![std::collections::VecDeque::new(); n];
     let mut rates = vec![0.0f64; n];
@@ -702,27 +681,33 @@ fn fluid_flows(
         let now = Instant::from_millis(i);
         for (k, c) in cs.iter_mut().enumerate() {
             rates[k] = if i >= starts_ms[k] {
+                // The probes' rate changes follow what is sent.
                 c.on_sent(now, 0, Duration::ZERO);
                 c.pacing_rate() as f64
             } else {
                 0.0
             };
         }
-        let total: f64 = rates.iter().sum();
+        let total = rates.iter().sum::<f64>() + cross;
         queue = (queue + (total - cap) * 0.001).max(0.0);
         let dropped = (queue - buffer * cap).max(0.0);
         queue -= dropped;
         let out = if queue > 0.0 { cap } else { total.min(cap) } * 0.001;
+        if i >= from_ms {
+            queue_sum += queue / cap;
+        }
         for k in 0..n {
-            let part = if total > 0.0 { rates[k] / total } else { 0.0 };
-            let (own, own_lost) = (out * part, dropped * part);
+            if total <= 0.0 {
+                break;
+            }
+            let (own, own_lost) = (out * rates[k] / total, dropped * rates[k] / total);
             delivered[k] += own;
             since[k].0 += own;
             since[k].1 += own_lost;
             if i >= from_ms {
-                tally[k].sent += rates[k] * 0.001;
-                tally[k].lost += own_lost;
-                tally[k].delivered += own;
+                flows[k].sent += rates[k] * 0.001;
+                flows[k].lost += own_lost;
+                flows[k].delivered += own;
             }
         }
         if i % 10 != 9 {
@@ -736,7 +721,12 @@ fn fluid_flows(
             }
         }
     }
-    tally
+    let counted = (secs * 1000).saturating_sub(from_ms).max(1) as f64;
+    FluidRun {
+        flows,
+        queue_end: queue / cap,
+        mean_queue: queue_sum / counted,
+    }
 }
 
 #[test]
@@ -754,11 +744,12 @@ fn flows_sharing_a_full_buffer_charge_each_other_to_a_fair_small_overflow() {
     let t = fluid_flows(
         &mut cs,
         &starts,
-        (100e6, 0.020),
+        (100e6, 0.020, 0.0),
         10_000,
         20 * MS,
         (40, 16_000),
-    );
+    )
+    .flows;
     let sent: f64 = t.iter().map(|f| f.sent).sum();
     let lost: f64 = t.iter().map(|f| f.lost).sum();
     let goodputs: Vec<f64> = t.iter().map(|f| f.delivered / 24.0 / 1e6).collect();
