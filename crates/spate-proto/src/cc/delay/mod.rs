@@ -112,7 +112,11 @@
 //!   against 4.9/9.0.)
 //!   In a full buffer the stale probe's bump cannot raise the queue, only be lost, and drop-tail
 //!   drops take each flow's share of the excess, so delivery alone measures the share: a lone
-//!   flow's does not rise at all. Found alone there, the flow forgets the loss (its own
+//!   flow's does not rise at all. So does a probe that lost packets and raised the queue by
+//!   less than [`CAPPED_RISE`] of a lone bump, before the buffer counts as held full: read by
+//!   the queue, start-up's first probe at the top of the buffer said "shared", the flow was
+//!   charged, and it overflowed again and again (1 % loss, one BDP, seeds 1–6: 1.6–8.3 % →
+//!   1.2–2.1 % retransmitted in 30 s). Found alone there, the flow forgets the loss (its own
 //!   overflow), lowers α as any lone flow does, and remembers the queue at which the buffer
 //!   overflowed: it never aims above [`CEILING_FRACTION`] of it, so a noisy later sample
 //!   cannot send it back to the top; both are forgotten with the share. A drain while held
@@ -304,6 +308,13 @@ const SHARE_GAIN: f64 = 0.5;
 /// Delivery below this fraction of what it was when the share was measured forgets the
 /// share (a step down, or newcomers).
 const SHARE_RESET: f64 = 0.7;
+/// A stale probe that lost packets and raised the queue by less than this fraction of what its
+/// bump adds for a flow alone (`PROBE_GAIN · half`) met a buffer that could not hold the bump:
+/// its share is measured by delivery alone, as from a buffer found held full. A flow whose
+/// true share is this small reads much the same by delivery (`1 − r/C` of the bump gets
+/// through), so the fraction only has to lie below a lone flow's rise and above start-up's
+/// reading at the top of a one-BDP buffer (0.14–0.15 at 10 Mbit/s, 40 ms; 0.1 missed it).
+const CAPPED_RISE: f64 = 0.25;
 /// A probe measures the share only if the queue before it was at most this multiple of the
 /// flow's own target.
 const SHARE_AT_TARGET: f64 = 1.25;
@@ -1105,11 +1116,20 @@ impl Delay {
                     // only delivery measures the share: FIFO drops take this flow's share of
                     // the excess, so delivery rises by the others' share of the bump — by
                     // nothing when the flow is alone. It comes back flat, or not at all.
-                    let full = pinned.is_some() && *lost_during;
+                    // A bump that lost packets and raised the queue by less than
+                    // [`CAPPED_RISE`] of what it adds alone met a full buffer too, whether or
+                    // not the flow had found it held full yet (start-up's overflow: a lone
+                    // flow at 10 Mbit/s, 40 ms, 1 % loss read 0.14 there and was charged).
+                    // Its bump may be shorter than the delivery window, which dilutes the rise
+                    // by their ratio (a flow with no share at all reads 0.5 from a bump half
+                    // the window): the reading is scaled back, up to twice.
+                    let seen = (half.as_secs_f64() / delivery_window(rtt).as_secs_f64()).min(1.0);
+                    let capped = seen >= 0.5 && *q_max - readings.q0 < CAPPED_RISE * added;
+                    let full = (pinned.is_some() || capped) && *lost_during;
                     let came_back = came_back || full && (q - readings.q0).abs() <= PINNED_FLAT;
                     let x = if came_back && at_target {
                         if full {
-                            by_delivery
+                            1.0 - (1.0 - by_delivery) / seen
                         } else {
                             by_queue.min(by_delivery)
                         }
