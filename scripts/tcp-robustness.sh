@@ -7,8 +7,9 @@
 # after it; 60 s, shares over the last 30 s, as in scenarios/tcp. Prints a Markdown table of
 # the joining flow's share (%), and how many of the 48 fall within BOUND (default 40-60).
 # DURATION=S runs S seconds instead, shares over the second half; RTTS="40 50 70" other RTTs
-# (sessions 17 and 18 used those three: 24 runs).
-# Usage: [DURATION=S] [AGAINST=cubic|bbr] [RTTS=...] scripts/tcp-robustness.sh [KIND] [BOUND_LOW BOUND_HIGH]
+# (sessions 17 and 18 used those three: 24 runs). LAB=path runs another spate-lab binary (an
+# experiment) instead of building this tree's.
+# Usage: [DURATION=S] [AGAINST=cubic|bbr] [RTTS=...] [LAB=path] scripts/tcp-robustness.sh [KIND] [BOUND_LOW BOUND_HIGH]
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 kind="${1:-fair}"
@@ -32,8 +33,11 @@ cubic | bbr) flow="protocol = \"$kind\"" ;;
     exit 2
     ;;
 esac
-lab="$here/target/release/spate-lab"
-cargo build -q --release -p spate-lab --manifest-path "$here/Cargo.toml"
+if [ -z "${LAB:-}" ]; then
+    cargo build -q --release -p spate-lab --manifest-path "$here/Cargo.toml"
+    LAB="$here/target/release/spate-lab"
+fi
+lab="$LAB"
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
 starts=(0 3 10 15)

@@ -65,7 +65,11 @@ fn handover_down() -> &'static Report {
 /// transient after the drop would be a larger share of a shorter phase. `flow_extra` is added
 /// to the flow's table.
 fn handover_down_with(flow_extra: &str) -> &'static Report {
-    let t = head("handover down", 50.0, "")
+    handover_down_seeded(3, flow_extra)
+}
+
+fn handover_down_seeded(seed: u64, flow_extra: &str) -> &'static Report {
+    let t = seeded_head("handover down", seed, 50.0, "")
         + &phase(0.0, 1000.0, 74.0, "loss = 0.0006")
         + &phase(10.0, 100.0, 92.0, "loss = 0.0006")
         + &flow(0.0, "fair", 0)
@@ -99,12 +103,16 @@ fn sheds_a_capacity_step_down_without_stalling_and_with_a_short_queue() {
 /// The same step with competitive mode allowed: the longer path leaves the delay floor 9 ms
 /// below the new minimum, a "queue" no drain can empty. Until session 27 the flow took it for
 /// a competitor's and competed for 38.6 s (queue p95 33.9 ms); its drains now bottom out well
-/// below the queue the step built (`cc/delay/mod.rs`, "Modes").
+/// below the queue the step built (`cc/delay/mod.rs`, "Modes"). Until session 43 they did
+/// so on 19 of 24 seeds: on the others a drain's reading window stretched into its own
+/// refill, and the flow competed for 12.4–12.5 s (queue p95 59–69 ms).
 #[test]
 fn a_flow_that_may_compete_sheds_a_step_down_to_a_longer_path_alike() {
-    let r = handover_down_with("compete = true\n");
-    assert_eq!(r.flows[0].competitive_mode_s, Some(0.0));
-    assert_sheds_the_step(r);
+    for seed in 1..=12 {
+        let r = handover_down_seeded(seed, "compete = true\n");
+        assert_eq!(r.flows[0].competitive_mode_s, Some(0.0), "seed {seed}");
+        assert_sheds_the_step(r);
+    }
 }
 
 /// A flow that may compete, alone at 1 Gbit/s, holds 0.6 ms of queue: below the level at which

@@ -162,7 +162,9 @@
 //! ```
 //!
 //! A drain that leaves a queue standing but *bottomed out* — the queue fell by at most twice
-//! this flow's own target, never rose, stayed flat for the last 40 % of the slow half, and
+//! this flow's own target, never rose, stayed flat for the last 40 % of the slow half (within
+//! noise: at least one packet's time at the flow's rate; the slow half's readings timed from
+//! the RTT the drain started with, so that its refill's rise is not among them), and
 //! lies at most half as deep as the deepest queue of the last 30 s — is not a competitor's
 //! queue: with a competitor holding a standing queue, the queue falls by what this flow
 //! holds back for as long as it holds back. Alone on a path that got longer (a handover),
@@ -536,14 +538,16 @@ impl DrainReadings {
 
 impl Drained {
     /// What a judged drain's `readings` say, for a flow whose own target is `own` seconds of
-    /// queue (`8α / rate`) and whose deepest queue of the last [`BOTTOM_PEAK_WINDOW`] was
-    /// `deepest` seconds.
-    fn judge(r: DrainReadings, own: f64, deepest: f64) -> Drained {
+    /// queue (`8α / rate`), whose deepest queue of the last [`BOTTOM_PEAK_WINDOW`] was
+    /// `deepest` seconds and one of whose packets lasts `packet` seconds at its rate.
+    fn judge(r: DrainReadings, own: f64, deepest: f64, packet: f64) -> Drained {
         let fell = r.fell();
         // Next to someone else's standing queue, the queue falls by what this flow holds back
         // for the whole slow half; a queue that stopped falling early ran out of this flow's
         // data, and what stays is not a queue — unless it stays near the top of the buffer.
-        let still = STALE_QUEUE_NOISE.max(FLAT_FALL * fell);
+        // Readings move by a packet's time at the bottleneck (`packet`: 1.2 ms at 10 Mbit/s)
+        // without anything queueing.
+        let still = STALE_QUEUE_NOISE.max(FLAT_FALL * fell).max(packet);
         let flat = r.q_early - r.q_min <= still && r.q_late_max - r.q_min <= still;
         let own_fall = r.q_min <= r.q0 + still && fell <= own * OWN_FALL;
         let below_peak = r.q_min <= deepest * BOTTOM_BELOW_PEAK;
@@ -578,6 +582,10 @@ enum Probe {
         judged: bool,
         /// This flow reported loss about the probe's packets.
         lost: bool,
+        /// The RTT when the probe started. Reports about the first half arrive by `rtt0 +
+        /// half`; the RTT read later includes the rise the second half causes, and windows
+        /// timed by it stretch into that rise.
+        rtt0: Duration,
         /// Started while the queue stood still with [`PINNED_LOSS`] lost (`Delay::pinned`,
         /// however briefly: steering has held it settled for 2 RTTs), or in a buffer still
         /// counted as held full (`Delay::held_full`): the queue it was found full at, seconds.
@@ -1030,6 +1038,7 @@ impl Delay {
                     judged,
                     lost: false,
                     pinned,
+                    rtt0: rtt,
                 };
                 return;
             }
@@ -1044,6 +1053,7 @@ impl Delay {
                 judged,
                 lost: lost_during,
                 pinned,
+                rtt0,
                 ..
             } => {
                 let age = now.saturating_since(*start);
@@ -1051,9 +1061,13 @@ impl Delay {
                 if age >= rtt {
                     *q_max = q_max.max(q);
                     readings.q_min = readings.q_min.min(q);
-                    if age < rtt + half.mul_f64(FLAT_AFTER) {
+                    // The slow half's readings, timed from the RTT it started with: with the
+                    // RTT read now, a refill's first rise (3.3 ms after a step to a longer
+                    // path) lengthened the window that was to end before it, and the flat
+                    // bottom of a stale floor read as a competitor's standing queue.
+                    if age < *rtt0 + half.mul_f64(FLAT_AFTER) {
                         readings.q_early = readings.q_early.min(q);
-                    } else if age < rtt + *half {
+                    } else if age < *rtt0 + *half {
                         readings.q_late_max = readings.q_late_max.max(q);
                     }
                     *d_max = d_max.max(d.unwrap_or(0.0));
@@ -1075,7 +1089,8 @@ impl Delay {
                     // `own_target()`, spelled out: `self.probe` is borrowed here.
                     let own = alpha_now / self.rate;
                     let deepest = self.queue_peak_long.get(now).unwrap_or(0) as f64 / 1e6;
-                    (Drained::judge(*readings, own, deepest), capacity)
+                    let packet = self.packet_bits / self.rate;
+                    (Drained::judge(*readings, own, deepest, packet), capacity)
                 });
                 // On a full link the bump adds PROBE_GAIN/2 RTT of this flow's data to the
                 // queue (0.6 ms for one of four flows at 50 ms); on an idle one, nothing.

@@ -401,7 +401,25 @@ fn drain(q0: f64, q_min: f64, q_early: f64, q_late_max: f64) -> DrainReadings {
 #[test]
 fn a_drain_that_bottoms_out_under_a_stale_floor_is_no_competitor() {
     let r = drain(11.0, 5.1, 5.2, 5.2);
-    assert_eq!(Drained::judge(r, 0.0061, 0.055), Drained::Bottomed);
+    assert_eq!(
+        Drained::judge(r, 0.0061, 0.055, 0.000_12),
+        Drained::Bottomed
+    );
+}
+
+/// The same at 10 Mbit/s, where a packet lasts 1.2 ms: a bottom whose readings moved by a
+/// third of a millisecond has not risen (RLNC test A2 at 1/10, the step to 10 Mbit/s, 56 ms).
+/// A wobble of more than a packet's time is a rise.
+#[test]
+fn a_bottom_may_wobble_by_less_than_a_packet() {
+    let r = drain(5.40, 5.40, 5.40, 5.73);
+    assert_eq!(Drained::judge(r, 0.002, 0.062, 0.0012), Drained::Bottomed);
+    assert_eq!(Drained::judge(r, 0.002, 0.062, 0.000_12), Drained::Standing);
+    let risen = drain(5.40, 5.40, 5.40, 6.80);
+    assert_eq!(
+        Drained::judge(risen, 0.002, 0.062, 0.0012),
+        Drained::Standing
+    );
 }
 
 /// Next to a competitor that keeps a 1×BDP buffer full (kernel BBR does: its in-flight cap is
@@ -412,7 +430,7 @@ fn a_drain_that_bottoms_out_under_a_stale_floor_is_no_competitor() {
 #[test]
 fn a_drain_at_the_top_of_a_full_buffer_meets_a_competitor() {
     let r = drain(48.0, 44.0, 44.3, 44.2);
-    assert_eq!(Drained::judge(r, 0.012, 0.050), Drained::Standing);
+    assert_eq!(Drained::judge(r, 0.012, 0.050, 0.000_12), Drained::Standing);
 }
 
 /// Next to a standing queue the queue falls for the whole slow half (it is not flat), and a
@@ -420,12 +438,18 @@ fn a_drain_at_the_top_of_a_full_buffer_meets_a_competitor() {
 #[test]
 fn a_drain_still_falling_meets_a_competitor_and_an_emptied_one_does_not() {
     let falling = drain(30.0, 22.0, 26.0, 24.0);
-    assert_eq!(Drained::judge(falling, 0.012, 0.1), Drained::Standing);
+    assert_eq!(
+        Drained::judge(falling, 0.012, 0.1, 0.000_12),
+        Drained::Standing
+    );
     let emptied = drain(12.0, 0.5, 3.0, 1.0);
-    assert_eq!(Drained::judge(emptied, 0.012, 0.1), Drained::Emptied);
+    assert_eq!(
+        Drained::judge(emptied, 0.012, 0.1, 0.000_12),
+        Drained::Emptied
+    );
     // A fall of more than twice this flow's own part is a competitor's cut, not a bottom.
     let cut = drain(200.0, 120.0, 120.5, 120.2);
-    assert_eq!(Drained::judge(cut, 0.012, 0.2), Drained::Standing);
+    assert_eq!(Drained::judge(cut, 0.012, 0.2, 0.000_12), Drained::Standing);
 }
 
 #[test]
