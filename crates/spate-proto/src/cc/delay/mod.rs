@@ -207,6 +207,7 @@
 
 mod compete;
 mod dips;
+mod drained;
 mod filters;
 mod follow;
 
@@ -214,6 +215,7 @@ use core::time::Duration;
 
 use compete::Compete;
 use dips::Dips;
+use drained::{DrainReadings, Drained, FLAT_AFTER};
 pub use filters::{DeliveryRate, LossFraction, RateHistory, Unused, WindowedMax, WindowedMin};
 
 use super::{RateControl, RateSample};
@@ -418,43 +420,14 @@ const JUDGE_EVERY: Duration = Duration::from_secs(4);
 /// sees it empty (with 2 ms, one report in five did, and 1 % random loss with a crippled
 /// competitor looked like a standing queue).
 const JUDGED_MARGIN: f64 = 0.020;
-/// A drain empties the queue when the queueing delay falls below this fraction of what it was
-/// in the RTT before...
-const EMPTIED_FRACTION: f64 = 0.25;
 /// A drain is judged only when it starts from a queue of at least this, seconds: drains that
 /// follow each other (until the delay floor is seen again) start from the little the first
 /// one left.
 const JUDGED_FROM: f64 = 0.002;
-/// A judged drain's queue "bottomed out" when, after this fraction of the slow half, it
-/// neither fell further nor rose by more than [`FLAT_FALL`] of its whole fall (or
-/// [`STALE_QUEUE_NOISE`]). The slow half lasts `2q + 20 ms`, and this flow's own part of `q`
-/// leaves in about twice its own part at half rate, so alone on a path that got longer (a
-/// phantom queue `q − q_own`) the queue bottoms out before 60 % of the half and stays there;
-/// next to a standing queue it falls to the end, or rises where the competitor grows into it
-/// (BBR's probing phase).
-const FLAT_AFTER: f64 = 0.6;
-/// See [`FLAT_AFTER`]: a tenth of the fall leaves room for the delay filter's lag and noise.
-const FLAT_FALL: f64 = 0.1;
-/// ... and only when the queue fell by at most this multiple of this flow's own target,
-/// `8α / rate`, and never rose above where it started: alone, its own part is all there is
-/// to fall, and with a phantom under it the flow holds less than that — nothing at all when
-/// the phantom exceeds its target (FASP scenario 1 after the step: 9.1 ms of phantom, a
-/// 6.1 ms target, a drain that moved nothing). A queue that fell far more (the competitor's
-/// cut during the drain) or rose (the competitor growing into the buffer) says nothing about
-/// the floor.
-const OWN_FALL: f64 = 2.0;
-/// ... and only when that bottom lies at most this fraction of the deepest queue of the last
-/// [`BOTTOM_PEAK_WINDOW`]. A drop-tail buffer held full by a competitor that does not yield
-/// (kernel BBR in a 1×BDP buffer, whose in-flight cap is twice the BDP) also stops falling
-/// once this flow's part has left, but near the top of what the buffer ever held; a stale
-/// floor's phantom lies well below the queue that the step to the slower, longer path built
-/// (session 26: without this, `fair` next to kernel BBR in 1×BDP fell from 47–49 % to 23–28 %,
-/// because entry came late and missed the ProbeRTTs `dips.rs` recognises BBR by).
-const BOTTOM_BELOW_PEAK: f64 = 0.5;
-/// Window of the deepest queue [`BOTTOM_BELOW_PEAK`] compares with, longer than the floor's
-/// window: the first judged drain after a handover comes when the floor is [`DRAIN_AFTER`]
-/// old, up to 13 s after the step (in the emulator, 12.7 s), and the step's queue must still
-/// be in view then.
+/// Window of the deepest queue a drain's bottom is compared with (`drained.rs`), longer than
+/// the floor's window: the first judged drain after a handover comes when the floor is
+/// [`DRAIN_AFTER`] old, up to 13 s after the step (in the emulator, 12.7 s), and the step's
+/// queue must still be in view then.
 const BOTTOM_PEAK_WINDOW: Duration = Duration::from_secs(30);
 /// Competitive mode drains this often to see whether the competitor is still there.
 const COMPETE_DRAIN_EVERY: Duration = Duration::from_secs(8);
@@ -498,65 +471,6 @@ impl ProbeKind {
         match self {
             ProbeKind::Stale => (1.0 + PROBE_GAIN, 1.0 - PROBE_GAIN),
             ProbeKind::Drain => (DRAIN_GAIN, 2.0 - DRAIN_GAIN),
-        }
-    }
-}
-
-/// How a judged drain left the queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Drained {
-    /// Below [`EMPTIED_FRACTION`] of where it started: nobody else holds a queue.
-    Emptied,
-    /// Standing, but it stopped falling early in the slow half ([`FLAT_AFTER`]): this flow's
-    /// own data ran out and what stayed does not move — a delay floor from a shorter path.
-    Bottomed,
-    /// Standing and still falling at the end of the slow half, or held near the top of the
-    /// buffer: someone else's queue.
-    Standing,
-}
-
-/// The queueing delays, seconds, a probe saw before it and from one RTT after its start on
-/// (a drain's outcome is judged from them).
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct DrainReadings {
-    /// The lowest queue of the RTT before the drain.
-    q0: f64,
-    /// The lowest during the drain.
-    q_min: f64,
-    /// The lowest about the first [`FLAT_AFTER`] of the slow half...
-    q_early: f64,
-    /// ...and the highest about the rest of it.
-    q_late_max: f64,
-}
-
-impl DrainReadings {
-    /// How far the queue fell below where it was before.
-    fn fell(&self) -> f64 {
-        self.q0 - self.q_min.min(self.q0)
-    }
-}
-
-impl Drained {
-    /// What a judged drain's `readings` say, for a flow whose own target is `own` seconds of
-    /// queue (`8α / rate`), whose deepest queue of the last [`BOTTOM_PEAK_WINDOW`] was
-    /// `deepest` seconds and one of whose packets lasts `packet` seconds at its rate.
-    fn judge(r: DrainReadings, own: f64, deepest: f64, packet: f64) -> Drained {
-        let fell = r.fell();
-        // Next to someone else's standing queue, the queue falls by what this flow holds back
-        // for the whole slow half; a queue that stopped falling early ran out of this flow's
-        // data, and what stays is not a queue — unless it stays near the top of the buffer.
-        // Readings move by a packet's time at the bottleneck (`packet`: 1.2 ms at 10 Mbit/s)
-        // without anything queueing.
-        let still = STALE_QUEUE_NOISE.max(FLAT_FALL * fell).max(packet);
-        let flat = r.q_early - r.q_min <= still && r.q_late_max - r.q_min <= still;
-        let own_fall = r.q_min <= r.q0 + still && fell <= own * OWN_FALL;
-        let below_peak = r.q_min <= deepest * BOTTOM_BELOW_PEAK;
-        if r.q_min <= r.q0 * EMPTIED_FRACTION {
-            Drained::Emptied
-        } else if flat && own_fall && below_peak {
-            Drained::Bottomed
-        } else {
-            Drained::Standing
         }
     }
 }
