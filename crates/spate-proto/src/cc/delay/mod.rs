@@ -596,9 +596,14 @@ pub struct Delay {
     failed_drains: u32,
     /// Drains in a row that emptied it.
     emptied_drains: u32,
-    /// Deepest queueing delay of the last [`QUEUE_PEAK_WINDOW`], µs (kept only by a flow
-    /// that may compete, as the next one).
-    queue_peak: WindowedMax,
+    /// Deepest delay level (delay floor plus queue, µs, as `compete.rs` keeps them) of the
+    /// last [`QUEUE_PEAK_WINDOW`] (kept only by a flow that may compete, as the next one).
+    /// A level, not a queue: the floor moves. Queues read from a floor that has since risen
+    /// (into a competitor's standing queue) made a full buffer look 6–7 ms short of full to
+    /// a flow entering the mode: it never saw the buffer full, never cut, and held it at 1.25
+    /// times what it was delivered (`fair` joining BBR late: 88 % of the link; `tcp.rs`,
+    /// `a_flow_entering_competitive_mode_reads_the_buffer_from_the_floor_it_has`).
+    level_peak: WindowedMax,
     /// The deepest queue of the last [`BOTTOM_PEAK_WINDOW`], against which a drain's bottom
     /// is judged.
     queue_peak_long: WindowedMax,
@@ -664,7 +669,7 @@ impl Delay {
             mode: Mode::Delay,
             failed_drains: 0,
             emptied_drains: 0,
-            queue_peak: WindowedMax::new(QUEUE_PEAK_WINDOW),
+            level_peak: WindowedMax::new(QUEUE_PEAK_WINDOW),
             queue_peak_long: WindowedMax::new(BOTTOM_PEAK_WINDOW),
             last_judged: None,
             peak_delivery: WindowedMax::new(PEAK_WINDOW),
@@ -694,7 +699,7 @@ impl Delay {
         if matches!(self.probe, Probe::Up { .. }) {
             self.own_until = now + rtt * 2;
         }
-        let deepest = self.queue_peak.get(now).unwrap_or(0) as f64 / 1e6;
+        let deepest = self.deepest_recent(now, floor);
         // In the delay mode this flow holds its own target in the queue; under a competitive
         // law it holds whatever the window puts there.
         let own_target = if self.is_competing() {
@@ -766,6 +771,14 @@ impl Delay {
             .is_some_and(|(t, ..)| now.saturating_since(t) >= rtt * PINNED_RTTS)
     }
 
+    /// The deepest queue of the last [`QUEUE_PEAK_WINDOW`], s, read from the delay floor
+    /// `floor` (µs) in force now.
+    fn deepest_recent(&mut self, now: Instant, floor: i64) -> f64 {
+        self.level_peak
+            .get(now)
+            .map_or(0.0, |l| l.saturating_sub(floor).max(0) as f64 / 1e6)
+    }
+
     fn is_competing(&self) -> bool {
         matches!(self.mode, Mode::Competitive { .. })
     }
@@ -813,7 +826,7 @@ impl Delay {
             let share = capacity.unwrap_or(0.0).max(peak) * n / (n + 1.0);
             // The deepest queue of the last seconds: the buffer, if the competitor has
             // overflowed it since.
-            let deepest = self.queue_peak.get(now).unwrap_or(0) as f64 / 1e6;
+            let deepest = self.deepest_recent(now, floor);
             self.mode = Mode::Competitive {
                 law: Compete::new(
                     now,
@@ -1214,7 +1227,8 @@ impl RateControl for Delay {
         self.q_rtt_min.set_window(rtt);
         self.q_rtt_min.push(now, (q * 1e6) as i64);
         if self.compete_as > 0.0 {
-            self.queue_peak.push(now, (q * 1e6) as i64);
+            self.level_peak
+                .push(now, base_owd.saturating_add((q * 1e6) as i64));
             self.queue_peak_long.push(now, (q * 1e6) as i64);
             self.watch_for_bbr(now, q, rtt, base_owd);
         }
