@@ -256,24 +256,33 @@ fn stalls_are_not_taken_for_congestion() {
 /// Alone at 10 Mbit/s, 92 ms (FASP pipe 12 at 1/10), where α is 60 ms of queue and a flow
 /// that measures itself alone aims at 2 ms. A stall's burst lifted the delivery its share
 /// probe saw above what the probe added, which read as a share below zero; the flow then took
-/// itself for one of several and held α's queue all along (median 59.9 ms in this run).
+/// itself for one of several and held α's queue all along (median 59.9 ms on seed 1). And a
+/// stall's dip in delivery made it forget that it was alone every few seconds: over seeds 1–8
+/// the median queue was 8.5–53.9 ms until the share waited a delivery window for the stall's
+/// burst (session 44), 3.7–20.8 ms since.
 #[test]
 fn a_stalls_burst_is_not_taken_for_others() {
-    let t = seeded_head("stalls at 10 Mbit/s", 1, 40.0, "")
-        + &phase(
-            0.0,
-            10.0,
-            92.0,
-            "loss = 0.0006\nstall_ms = 20.0\nstall_every_ms = 1000.0",
-        )
-        + &flow(0.0, "fair", 0);
-    let p = &sim(&t).report.phases[0];
-    assert!(p.utilization > 0.95, "utilization {}", p.utilization);
-    assert!(
-        p.queue_delay_ms.p50 < 45.0,
-        "queue p50 {} ms",
-        p.queue_delay_ms.p50
-    );
+    for seed in 1..=8 {
+        let t = seeded_head("stalls at 10 Mbit/s", seed, 40.0, "")
+            + &phase(
+                0.0,
+                10.0,
+                92.0,
+                "loss = 0.0006\nstall_ms = 20.0\nstall_every_ms = 1000.0",
+            )
+            + &flow(0.0, "fair", 0);
+        let p = &sim(&t).report.phases[0];
+        assert!(
+            p.utilization > 0.95,
+            "seed {seed}: utilization {}",
+            p.utilization
+        );
+        assert!(
+            p.queue_delay_ms.p50 < 30.0,
+            "seed {seed}: queue p50 {} ms",
+            p.queue_delay_ms.p50
+        );
+    }
 }
 
 fn outage() -> &'static SimResult {
