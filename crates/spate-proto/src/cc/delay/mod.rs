@@ -615,9 +615,9 @@ pub struct Delay {
     /// times what it was delivered (`fair` joining BBR late: 88 % of the link; `tcp.rs`,
     /// `a_flow_entering_competitive_mode_reads_the_buffer_from_the_floor_it_has`).
     level_peak: WindowedMax,
-    /// The deepest queue of the last [`BOTTOM_PEAK_WINDOW`], against which a drain's bottom
-    /// is judged.
-    queue_peak_long: WindowedMax,
+    /// The deepest delay level of the last [`BOTTOM_PEAK_WINDOW`], against which a drain's
+    /// bottom is judged (read from the floor at the drain's end, as `level_peak`).
+    level_peak_long: WindowedMax,
     /// When the last judged drain started.
     last_judged: Option<Instant>,
     /// Highest delivery rate of the last [`PEAK_WINDOW`], bits/s: what the path gave this
@@ -682,7 +682,7 @@ impl Delay {
             failed_drains: 0,
             emptied_drains: 0,
             level_peak: WindowedMax::new(QUEUE_PEAK_WINDOW),
-            queue_peak_long: WindowedMax::new(BOTTOM_PEAK_WINDOW),
+            level_peak_long: WindowedMax::new(BOTTOM_PEAK_WINDOW),
             last_judged: None,
             peak_delivery: WindowedMax::new(PEAK_WINDOW),
             packet_bits: 1500.0 * 8.0,
@@ -1027,7 +1027,10 @@ impl Delay {
                         (readings.fell() > JUDGED_FROM / 4.0).then(|| removed / readings.fell());
                     // `own_target()`, spelled out: `self.probe` is borrowed here.
                     let own = alpha_now / self.rate;
-                    let deepest = self.queue_peak_long.get(now).unwrap_or(0) as f64 / 1e6;
+                    let deepest = self
+                        .level_peak_long
+                        .get(now)
+                        .map_or(0.0, |l| l.saturating_sub(floor).max(0) as f64 / 1e6);
                     let packet = self.packet_bits / self.rate;
                     (Drained::judge(*readings, own, deepest, packet), capacity)
                 });
@@ -1242,7 +1245,8 @@ impl RateControl for Delay {
         if self.compete_as > 0.0 {
             self.level_peak
                 .push(now, base_owd.saturating_add((q * 1e6) as i64));
-            self.queue_peak_long.push(now, (q * 1e6) as i64);
+            self.level_peak_long
+                .push(now, base_owd.saturating_add((q * 1e6) as i64));
             self.watch_for_bbr(now, q, rtt, base_owd);
         }
         let q_star = self.own_target();
