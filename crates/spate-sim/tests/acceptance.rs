@@ -259,7 +259,7 @@ fn stalls_are_not_taken_for_congestion() {
 /// itself for one of several and held α's queue all along (median 59.9 ms on seed 1). And a
 /// stall's dip in delivery made it forget that it was alone every few seconds: over seeds 1–8
 /// the median queue was 8.5–53.9 ms until the share waited a delivery window for the stall's
-/// burst (session 44), 3.7–20.8 ms since.
+/// burst (session 44), 3.8–20.8 ms since.
 #[test]
 fn a_stalls_burst_is_not_taken_for_others() {
     for seed in 1..=8 {

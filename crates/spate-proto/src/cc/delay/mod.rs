@@ -100,7 +100,7 @@
 //!   unless delivery first rises above [`STALL_BURST`] of it: a path that stalls holds
 //!   packets and then delivers them at once, and its dip says nothing about others (10
 //!   Mbit/s, 92 ms, a 20 ms stall every second: forgotten every few seconds, queue p50 over
-//!   seeds 1–8 8.5–53.9 ms, against 3.7–20.8 ms with the wait). A probe whose delivery rose
+//!   seeds 1–8 8.5–53.9 ms, against 3.8–20.8 ms with the wait). A probe whose delivery rose
 //!   by more than its bump (a stall's burst, or capacity others left) takes no sample, nor
 //!   does one above target before any share is known (start-up's queue). One flow alone
 //!   measures 0.83–1.03, each of four sharing flows 0.13–0.66. At 100 Mbit/s, 92 ms, 0.06 %
