@@ -483,6 +483,14 @@ impl ProbeKind {
     }
 }
 
+/// The deepest queue, seconds, that a window of delay levels (floor plus queue, µs) has seen,
+/// read from the delay floor `floor` (µs) in force now.
+fn depth(levels: &mut WindowedMax, now: Instant, floor: i64) -> f64 {
+    levels
+        .get(now)
+        .map_or(0.0, |l| l.saturating_sub(floor).max(0) as f64 / 1e6)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Probe {
     /// Not probing; next probe not before this time.
@@ -711,7 +719,7 @@ impl Delay {
         if matches!(self.probe, Probe::Up { .. }) {
             self.own_until = now + rtt * 2;
         }
-        let deepest = self.deepest_recent(now, floor);
+        let deepest = depth(&mut self.level_peak, now, floor);
         // In the delay mode this flow holds its own target in the queue; under a competitive
         // law it holds whatever the window puts there.
         let own_target = if self.is_competing() {
@@ -783,14 +791,6 @@ impl Delay {
             .is_some_and(|(t, ..)| now.saturating_since(t) >= rtt * PINNED_RTTS)
     }
 
-    /// The deepest queue of the last [`QUEUE_PEAK_WINDOW`], s, read from the delay floor
-    /// `floor` (µs) in force now.
-    fn deepest_recent(&mut self, now: Instant, floor: i64) -> f64 {
-        self.level_peak
-            .get(now)
-            .map_or(0.0, |l| l.saturating_sub(floor).max(0) as f64 / 1e6)
-    }
-
     fn is_competing(&self) -> bool {
         matches!(self.mode, Mode::Competitive { .. })
     }
@@ -838,7 +838,7 @@ impl Delay {
             let share = capacity.unwrap_or(0.0).max(peak) * n / (n + 1.0);
             // The deepest queue of the last seconds: the buffer, if the competitor has
             // overflowed it since.
-            let deepest = self.deepest_recent(now, floor);
+            let deepest = depth(&mut self.level_peak, now, floor);
             self.mode = Mode::Competitive {
                 law: Compete::new(
                     now,
@@ -1027,10 +1027,7 @@ impl Delay {
                         (readings.fell() > JUDGED_FROM / 4.0).then(|| removed / readings.fell());
                     // `own_target()`, spelled out: `self.probe` is borrowed here.
                     let own = alpha_now / self.rate;
-                    let deepest = self
-                        .level_peak_long
-                        .get(now)
-                        .map_or(0.0, |l| l.saturating_sub(floor).max(0) as f64 / 1e6);
+                    let deepest = depth(&mut self.level_peak_long, now, floor);
                     let packet = self.packet_bits / self.rate;
                     (Drained::judge(*readings, own, deepest, packet), capacity)
                 });
@@ -1243,10 +1240,9 @@ impl RateControl for Delay {
         self.q_rtt_min.set_window(rtt);
         self.q_rtt_min.push(now, (q * 1e6) as i64);
         if self.compete_as > 0.0 {
-            self.level_peak
-                .push(now, base_owd.saturating_add((q * 1e6) as i64));
-            self.level_peak_long
-                .push(now, base_owd.saturating_add((q * 1e6) as i64));
+            let level = base_owd.saturating_add((q * 1e6) as i64);
+            self.level_peak.push(now, level);
+            self.level_peak_long.push(now, level);
             self.watch_for_bbr(now, q, rtt, base_owd);
         }
         let q_star = self.own_target();
