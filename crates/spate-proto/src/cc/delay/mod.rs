@@ -80,7 +80,11 @@
 //!   [`PROBE_MIN_INTERVAL`]) with the queue settled near target, the flow sends 15 % faster for
 //!   half an RTT and 15 % slower for another half (rate-neutral). If delivery rises by nearly
 //!   15 % while the queue does not rise, the queue was not real and the floor is re-based.
-//!   The rate is held during any probe: its reports describe the probe, not the path. A full
+//!   The rate is held during any probe: its reports describe the probe, not the path —
+//!   unless delivery falls below [`PROBE_COLLAPSE`] of what it was when the probe started:
+//!   the capacity stepped down, and the probe ends unmeasured (a drain that began 20 ms
+//!   before 1 Gbit/s became 100 Mbit/s held 1 Gbit/s for 0.5 s, nine tenths of it dropped).
+//!   Drains that decide the competitive mode run their course. A full
 //!   drop-tail buffer does not rise either, and gives a small flow nearly all of its bump; a
 //!   flow that may compete therefore takes a probe that lost packets for an overflow, not a
 //!   stale floor.
@@ -316,6 +320,12 @@ const SHARE_GAIN: f64 = 0.5;
 /// Delivery below this fraction of what it was when the share was measured forgets the
 /// share (a step down, or newcomers).
 const SHARE_RESET: f64 = 0.7;
+/// Delivery below this fraction of what it was when a probe started ends the probe: the
+/// capacity stepped down. A drain's slow half alone leaves half of it, and a path stall (20 ms
+/// in a 46 ms delivery window) 57 %: ending the probes that met one (`SHARE_RESET`, 0.7) left
+/// a lone flow at 10 Mbit/s, 92 ms with 20 ms stalls every second without share samples, and
+/// at α (queue p50 6.1 → 38.3 ms on one seed).
+const PROBE_COLLAPSE: f64 = 0.35;
 /// ...unless, within a delivery window of the dip, delivery rises above this multiple of it:
 /// a link that carried this flow alone cannot deliver more, so the dip was a path stall whose
 /// held packets have just arrived together (a 20 ms stall in a 46 ms window: 1.4 times).
@@ -996,6 +1006,16 @@ impl Delay {
                 ..
             } => {
                 let age = now.saturating_since(*start);
+                // The rate is held for the probe, but not into a step down. A drain that
+                // decides the mode, or one under a competitive law, runs its course: the modes
+                // were tuned with it.
+                let decides = *judged || competing;
+                if !decides && d.is_some_and(|d| d < PROBE_COLLAPSE * *d0) {
+                    let wait = (rtt * PROBE_EVERY).max(PROBE_MIN_INTERVAL);
+                    self.probe = Probe::Idle { next: now + wait };
+                    self.empty_since = None;
+                    return;
+                }
                 // Reports about packets sent during the probe arrive from one RTT after its start.
                 if age >= rtt {
                     *q_max = q_max.max(q);

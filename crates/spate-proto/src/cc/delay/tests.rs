@@ -108,6 +108,59 @@ fn cuts_to_delivery_rate_within_one_rtt_when_capacity_drops() {
     assert!((0.25 * d * 0.99..d).contains(&r), "rate {r}");
 }
 
+/// A probe holds the rate for two RTTs, but not into a step down: FASP scenario 1 at 1/10
+/// (1 Gbit/s to 100 Mbit/s) with a drain begun 20 ms before the step held 1 Gbit/s for 0.5 s,
+/// and nine tenths of it was dropped.
+#[test]
+fn a_probe_is_not_held_into_a_step_down() {
+    for kind in [ProbeKind::Stale, ProbeKind::Drain] {
+        let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
+        c.rate = 1e9;
+        c.empty_since = None;
+        let mut bytes = 0u64;
+        let mut report_at = |c: &mut Delay, i: u64, owd_us: i64, bps: f64| {
+            bytes += (bps / 8.0 * 0.01 / 1.019) as u64;
+            let t = i * 10_000;
+            c.on_feedback(Instant::from_micros(t), &report(74 * MS, owd_us, bytes, t));
+        };
+        // 300 ms at 1 Gbit/s with a 1 ms queue: the delivery window fills.
+        report_at(&mut c, 0, 37_000, 1e9);
+        for i in 1..30 {
+            report_at(&mut c, i, 38_000, 1e9);
+        }
+        let gains = kind.gains();
+        c.probe = Probe::Up {
+            kind,
+            start: Instant::from_millis(300),
+            half: 37 * MS,
+            gains,
+            gain: gains.0,
+            q: DrainReadings {
+                q0: 0.001,
+                q_min: f64::MAX,
+                q_early: f64::MAX,
+                q_late_max: f64::MIN,
+            },
+            d0: 1e9,
+            q_max: 0.001,
+            d_max: 0.0,
+            judged: false,
+            lost: false,
+            rtt0: 74 * MS,
+            pinned: None,
+        };
+        // The path now delivers 100 Mbit/s, and the queue grows by 9 ms every 10 ms.
+        for i in 30..40 {
+            report_at(&mut c, i, 38_000 + (i as i64 - 29) * 9_000, 100e6);
+        }
+        assert!(
+            (c.pacing_rate() as f64) < 200e6,
+            "{kind:?}: {} Mbit/s 100 ms after the step",
+            c.pacing_rate() / 1_000_000
+        );
+    }
+}
+
 /// A fluid bottleneck: capacity `cap` bit/s, one-way base delay `base_us`, queue in bits.
 /// Returns (final rate, queueing delay at the end in seconds, mean utilisation over the last
 /// half).
