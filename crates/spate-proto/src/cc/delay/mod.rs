@@ -218,6 +218,7 @@ mod dips;
 mod drained;
 mod filters;
 mod follow;
+mod probe;
 
 use core::time::Duration;
 
@@ -225,6 +226,7 @@ use compete::Compete;
 use dips::Dips;
 use drained::{DrainReadings, Drained, FLAT_AFTER};
 pub use filters::{DeliveryRate, LossFraction, RateHistory, Unused, WindowedMax, WindowedMin};
+use probe::{Probe, ProbeKind};
 
 use super::{RateControl, RateSample};
 use crate::time::Instant;
@@ -472,65 +474,12 @@ enum Mode {
     },
 }
 
-/// What a probe is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ProbeKind {
-    /// Is the delay floor stale? +gain, then −gain.
-    Stale,
-    /// Let the queue empty so every flow's delay floor sees the path's true minimum: half
-    /// rate for twice the queueing delay (removes this flow's queued data), then 1.5× for as
-    /// long (puts it back).
-    Drain,
-}
-
-impl ProbeKind {
-    /// Rate factors for the first and second half RTT.
-    fn gains(self) -> (f64, f64) {
-        match self {
-            ProbeKind::Stale => (1.0 + PROBE_GAIN, 1.0 - PROBE_GAIN),
-            ProbeKind::Drain => (DRAIN_GAIN, 2.0 - DRAIN_GAIN),
-        }
-    }
-}
-
 /// The deepest queue, seconds, that a window of delay levels (floor plus queue, µs) has seen,
 /// read from the delay floor `floor` (µs) in force now.
 fn depth(levels: &mut WindowedMax, now: Instant, floor: i64) -> f64 {
     levels
         .get(now)
         .map_or(0.0, |l| l.saturating_sub(floor).max(0) as f64 / 1e6)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Probe {
-    /// Not probing; next probe not before this time.
-    Idle { next: Instant },
-    /// Sending at `gains.0` × the rate from `start` for `half` an RTT, then at `gains.1` for as
-    /// long, then measuring; `gain` is the current rate factor; `d0`: delivery before; `q`:
-    /// the queue before and as reported about the probe's packets.
-    Up {
-        kind: ProbeKind,
-        start: Instant,
-        half: Duration,
-        gains: (f64, f64),
-        gain: f64,
-        q: DrainReadings,
-        d0: f64,
-        q_max: f64,
-        d_max: f64,
-        /// A drain whose outcome decides the mode.
-        judged: bool,
-        /// This flow reported loss about the probe's packets.
-        lost: bool,
-        /// The RTT when the probe started. Reports about the first half arrive by `rtt0 +
-        /// half`; the RTT read later includes the rise the second half causes, and windows
-        /// timed by it stretch into that rise.
-        rtt0: Duration,
-        /// Started while the queue stood still with [`PINNED_LOSS`] lost (`Delay::pinned`,
-        /// however briefly: steering has held it settled for 2 RTTs), or in a buffer still
-        /// counted as held full (`Delay::held_full`): the queue it was found full at, seconds.
-        pinned: Option<f64>,
-    },
 }
 
 /// What the controller saw and decided at its last report: for logs and the lab, never for
