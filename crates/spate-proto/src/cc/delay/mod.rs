@@ -83,8 +83,9 @@
 //! * **Stale floors.** After a handover to a longer path, `owd − base_owd` includes the extra
 //!   propagation delay and reads as a standing queue. Every [`PROBE_EVERY`] RTTs (at least
 //!   [`PROBE_MIN_INTERVAL`]) with the queue settled near target, the flow sends 15 % faster for
-//!   half an RTT and 15 % slower for another half (rate-neutral). If delivery rises by nearly
-//!   15 % while the queue does not rise, the queue was not real and the floor is re-based.
+//!   half an RTT and 15 % slower for another half (rate-neutral; less on long, fast paths,
+//!   so that the bump adds at most [`PROBE_BUMP`] of queue). If delivery rises by nearly
+//!   the bump while the queue does not rise, the queue was not real and the floor is re-based.
 //!   The rate is held during any probe: its reports describe the probe, not the path —
 //!   unless delivery falls below [`PROBE_COLLAPSE`] of what it was when the probe started:
 //!   the capacity stepped down, and the probe ends unmeasured (a drain that began 20 ms
@@ -260,16 +261,11 @@ const SENDER_LIMITED: f64 = 0.05;
 /// Growth speed right after a cut, doublings per RTT (1/8: +9 % per RTT).
 const MIN_GROWTH: f64 = 0.125;
 /// Growth speed, doublings per RTT, above the rate last steered to while delivery shows no
-/// capacity beyond it (`NEW_CAPACITY`). Steering brings a queue down from above its target
-/// one loop late, so it often empties the queue at about the capacity it steered to; growth
-/// then fired after an RTT, and at 1/8 doubling per RTT the rate was 12–18 % over capacity by
-/// the time the new queue showed, an RTT later: at 250 Mbit/s, 200 ms, 1 % loss the queue
-/// swung between empty and 17–22 ms every 1.3 s (p95 17.6 ms; 1 Gbit/s, 200 ms, 1 %: 17.5).
-/// At 1/32 the overshoot is a quarter (13.1 and 4.0 ms), and a step up costs little: the new
-/// capacity shows in delivery a loop later, and growth then runs at the speed it has reached
-/// meanwhile. Not for a flow that overflows a buffer (there growth is how shares converge:
-/// four flows in a 20 ms buffer lost 20.7 % instead of 7.2 %), nor one that may compete (next
-/// to CUBIC its regrowth after CUBIC's cuts is its share: `high` 59 → 53 %).
+/// capacity beyond it (`NEW_CAPACITY`). Steering, one loop late, often empties the queue at
+/// about capacity; growing from there at 1/8 was 12–18 % over capacity when the queue showed
+/// (250 Mbit/s, 200 ms, 1 %: the queue swung between 0 and 20 ms every 1.3 s). Not for a
+/// flow in a buffer that overflows (growth is how shares converge there) nor one that may
+/// compete (its regrowth after CUBIC's cuts is its share); docs/design.md, session 45.
 const REGROWTH: f64 = 1.0 / 32.0;
 /// Delivery (credited for random loss) above this multiple of the rate last steered to is
 /// capacity the flow has not seen: growth runs at full speed.
@@ -325,6 +321,14 @@ const PROBE_MIN_INTERVAL: Duration = Duration::from_secs(2);
 /// link this adds at most 0.05 RTT of queue for half an RTT and takes it away again (the probe
 /// is rate-neutral); on a link with spare capacity the receiver sees 10 % more for half an RTT.
 const PROBE_GAIN: f64 = 0.15;
+/// A stale probe's bump adds at most this much queue for a flow alone, seconds (the gain is
+/// lowered to `PROBE_BUMP / half` on long paths): at 200 ms the full gain's 15 ms bump every
+/// 2–2.5 s made most of a lone flow's 95th percentile (250 Mbit/s, 1 %: 13.1 → 6.3 ms). Not
+/// for flows that may compete (tuned with the full bump), nor from a buffer held full.
+const PROBE_BUMP: f64 = 0.005;
+/// ...nor below this many packets' time at the flow's rate: a 5 ms cap at 10–20 Mbit/s (where
+/// the RTT includes 30–60 ms of α) sent lone flows back to α (docs/design.md, session 45).
+const BUMP_PACKETS: f64 = 40.0;
 /// Queue a flow aims at while it holds the whole bottleneck, seconds at its own rate (when
 /// that is less than α). Not less: at 250 Mbit/s and 200 ms a target of 0.7 ms let the queue
 /// touch empty, the growth rule fired, and the queue swung between 0 and 18 ms every 1.5 s.
@@ -922,6 +926,12 @@ impl Delay {
                     gains.1 = 1.0;
                     half = half.max(w + Duration::from_secs_f64(self.report_gap));
                 }
+                // On a long, fast path the bump is lower (PROBE_BUMP).
+                if kind == ProbeKind::Stale && pinned.is_none() && self.compete_as == 0.0 {
+                    let bump = PROBE_BUMP.max(BUMP_PACKETS * self.packet_bits / self.rate);
+                    let g = (bump / half.as_secs_f64().max(1e-6)).min(PROBE_GAIN);
+                    gains = (1.0 + g, 1.0 - g);
+                }
                 // A flow held at a full buffer sends more than the path delivers (the excess
                 // is lost: 16.4 Mbit/s into 10): half its rate would hardly drain the queue,
                 // so its drain halves what is delivered.
@@ -972,12 +982,14 @@ impl Delay {
                 lost: lost_during,
                 pinned,
                 rtt0,
+                gains,
                 ..
             } => {
+                // The stale probe's gain: PROBE_GAIN, less on long paths (PROBE_BUMP).
+                let up_gain = gains.0 - 1.0;
                 let age = now.saturating_since(*start);
-                // The rate is held for the probe, but not into a step down. A drain that
-                // decides the mode, or one under a competitive law, runs its course: the modes
-                // were tuned with it.
+                // The rate is held for the probe, but not into a step down; a drain that
+                // decides the mode, or under a competitive law, runs its course.
                 let decides = *judged || competing;
                 if !decides && d.is_some_and(|d| d < PROBE_COLLAPSE * *d0) {
                     let wait = (rtt * PROBE_EVERY).max(PROBE_MIN_INTERVAL);
@@ -1033,22 +1045,21 @@ impl Delay {
                 // a flow that may compete therefore does not call its floor stale when the
                 // bump lost any (random loss only delays the verdict to a later probe).
                 let overflowed = (self.compete_as > 0.0 || pinned.is_some()) && *lost_during;
-                // The bump's half RTT at +PROBE_GAIN adds PROBE_GAIN·r·half bits to the
-                // queue, PROBE_GAIN·half·r/C seconds of it: the rise over that is r/C.
+                // The bump's half RTT at +g adds g·r·half bits to the queue, g·half·r/C
+                // seconds of it: the rise over that is r/C.
                 if *kind == ProbeKind::Stale && !half.is_zero() && *d0 > 0.0 {
-                    let added = PROBE_GAIN * half.as_secs_f64();
+                    let added = up_gain * half.as_secs_f64();
                     let by_queue = (*q_max - (readings.q0 + q) / 2.0) / added;
-                    let by_delivery = 1.0 - (*d_max / *d0 - 1.0) / PROBE_GAIN;
+                    let by_delivery = 1.0 - (*d_max / *d0 - 1.0) / up_gain;
                     // This flow's bump comes back out of the queue in the probe's second half;
                     // a queue that is still rising at the end is someone else's growing.
                     let came_back = q - readings.q0 <= 0.5 * (*q_max - readings.q0);
                     // And the queue before it was the one this flow aims at, not more: a
                     // delay floor left stale by a longer path reads as a queue that does
                     // not go away, and a shorter target would only cut the rate for it.
-                    // Within a packet: the queue is read in packets (1.2 ms at 10 Mbit/s),
-                    // and a lone flow aiming at 2 ms there read 2.58 ms before a probe and
-                    // counted as sharing. (Flows that may compete keep the bound as it was:
-                    // their drains were tuned with it.)
+                    // Within a packet: the queue is read in packets (1.2 ms at 10 Mbit/s; a
+                    // lone flow aiming at 2 ms read 2.58 and counted as sharing). Flows that
+                    // may compete keep the bound as it was: their drains were tuned with it.
                     let packet = if self.compete_as > 0.0 {
                         0.0
                     } else {
@@ -1100,7 +1111,7 @@ impl Delay {
                 let stale = *kind == ProbeKind::Stale
                     && !queue_grew
                     && !overflowed
-                    && *d_max > *d0 * (1.0 + PROBE_GAIN * 0.85);
+                    && *d_max > *d0 * (1.0 + up_gain * 0.85);
                 (stale, drained)
             }
         };
