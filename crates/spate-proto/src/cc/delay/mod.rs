@@ -346,11 +346,9 @@ const SHARE_GAIN: f64 = 0.5;
 /// Delivery below this fraction of what it was when the share was measured forgets the
 /// share (a step down, or newcomers).
 const SHARE_RESET: f64 = 0.7;
-/// Delivery below this fraction of what it was when a probe started ends the probe: the
-/// capacity stepped down. A drain's slow half alone leaves half of it, and a path stall (20 ms
-/// in a 46 ms delivery window) 57 %: ending the probes that met one (`SHARE_RESET`, 0.7) left
-/// a lone flow at 10 Mbit/s, 92 ms with 20 ms stalls every second without share samples, and
-/// at α (queue p50 6.1 → 38.3 ms on one seed).
+/// Delivery below this fraction of what it was when a probe started ends it: a step down. A
+/// drain's slow half leaves 1/2, a 20 ms stall in a 46 ms window 57 % (ending those probes, at
+/// 0.7, left lone flows at 10 Mbit/s with stalls without share samples: p50 6.1 → 38.3 ms).
 const PROBE_COLLAPSE: f64 = 0.35;
 /// ...unless, within a delivery window of the dip, delivery rises above this multiple of it:
 /// a link that carried this flow alone cannot deliver more, so the dip was a path stall whose
@@ -985,16 +983,13 @@ impl Delay {
                 gains,
                 ..
             } => {
-                // The stale probe's gain: PROBE_GAIN, less on long paths (PROBE_BUMP).
-                let up_gain = gains.0 - 1.0;
+                let up_gain = gains.0 - 1.0; // a stale probe's: less on long paths (PROBE_BUMP)
                 let age = now.saturating_since(*start);
                 // The rate is held for the probe, but not into a step down; a drain that
                 // decides the mode, or under a competitive law, runs its course.
                 let decides = *judged || competing;
                 if !decides && d.is_some_and(|d| d < PROBE_COLLAPSE * *d0) {
-                    let wait = (rtt * PROBE_EVERY).max(PROBE_MIN_INTERVAL);
-                    self.probe = Probe::Idle { next: now + wait };
-                    self.empty_since = None;
+                    self.end_probe(now, rtt);
                     return;
                 }
                 // Reports about packets sent during the probe arrive from one RTT after its start.
@@ -1144,6 +1139,11 @@ impl Delay {
             self.base_owd
                 .reset(now, self.recent_owd.get(now).unwrap_or(0));
         }
+        self.end_probe(now, rtt);
+    }
+
+    /// The probe is over (measured, or cut short): the next one waits [`PROBE_EVERY`] RTTs.
+    fn end_probe(&mut self, now: Instant, rtt: Duration) {
         let wait = (rtt * PROBE_EVERY).max(PROBE_MIN_INTERVAL);
         self.probe = Probe::Idle { next: now + wait };
         self.empty_since = None;
