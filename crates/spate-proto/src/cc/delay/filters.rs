@@ -137,19 +137,20 @@ impl RateHistory {
     }
 }
 
-/// Sending capacity the sender left unused: pacing credit it forfeited because it had nothing
-/// to send or could not keep pace (cumulative bits, marked once per report), so that a past
-/// window's pacing rate can be compared with what actually left.
+/// A cumulative count of bits, marked once per report, so that what was counted over a past
+/// window can be read: the sending capacity the sender left unused (pacing credit it forfeited
+/// because it had nothing to send or could not keep pace), against which a past window's
+/// pacing rate is compared with what actually left.
 #[derive(Debug, Clone, Default)]
-pub struct Unused {
-    /// Bits forfeited so far.
+pub struct BitTally {
+    /// Bits counted so far.
     total: f64,
     /// (time, `total` then), time increasing; kept as long as [`RateHistory`] keeps rates.
     marks: VecDeque<(Instant, f64)>,
 }
 
-impl Unused {
-    /// The sender let `bits` of sending capacity pass.
+impl BitTally {
+    /// Count `bits` more.
     pub fn add(&mut self, bits: f64) {
         self.total += bits;
     }
@@ -166,8 +167,8 @@ impl Unused {
         }
     }
 
-    /// Unused bits per second between the last marks at or before `from` and `to`; zero
-    /// when no mark is that old (at the start, and after [`clear`](Unused::clear)).
+    /// Bits per second counted between the last marks at or before `from` and `to`; zero
+    /// when no mark is that old (at the start, and after [`clear`](BitTally::clear)).
     pub fn rate(&self, from: Instant, to: Instant) -> f64 {
         let at = |t: Instant| {
             let i = self.marks.partition_point(|&(s, _)| s <= t);
@@ -240,8 +241,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unused_rate_covers_marked_windows_only() {
-        let mut u = Unused::default();
+    fn tally_rate_covers_marked_windows_only() {
+        let mut u = BitTally::default();
         u.add(1e9); // before the first mark: the start-up gap, not counted
         u.mark(Instant::from_millis(0));
         u.add(1e6);

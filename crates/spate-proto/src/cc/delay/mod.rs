@@ -231,7 +231,7 @@ use core::time::Duration;
 use compete::Compete;
 use dips::Dips;
 use drained::{DrainReadings, Drained, FLAT_AFTER};
-pub use filters::{DeliveryRate, LossFraction, RateHistory, Unused, WindowedMax, WindowedMin};
+pub use filters::{BitTally, DeliveryRate, LossFraction, RateHistory, WindowedMax, WindowedMin};
 use probe::{Probe, ProbeKind};
 
 use super::{RateControl, RateSample};
@@ -586,7 +586,7 @@ pub struct Delay {
     empty_since: Option<Instant>,
     probe: Probe,
     /// Sending capacity left unused (the sender was idle or slower than paced).
-    unused: Unused,
+    unused: BitTally,
     /// Time between reports, seconds (moving average over about four reports).
     report_gap: f64,
     /// Flows' worth this flow competes as against buffer-filling traffic (0: it never does).
@@ -665,7 +665,7 @@ impl Delay {
             probe: Probe::Idle {
                 next: Instant::ZERO,
             },
-            unused: Unused::default(),
+            unused: BitTally::default(),
             compete_as: 0.0,
             mode: Mode::Delay,
             failed_drains: 0,
