@@ -5,9 +5,17 @@
 //! A drain sends at half rate for its slow half; the controller records the queue before it
 //! and, from one RTT after its start, the lowest reading, the lowest over the first
 //! [`FLAT_AFTER`] of the slow half and the highest over the rest ([`DrainReadings`]).
-//! [`Drained::judge`] turns those readings into the verdict that decides the mode.
+//! [`Drained::judge`] turns those readings into the verdict that decides the mode, and
+//! `Delay::after_drain` acts on it.
 
-use super::STALE_QUEUE_NOISE;
+use core::time::Duration;
+
+use super::compete::Compete;
+use super::{
+    depth, Delay, Mode, COMPETE_DRAIN_EVERY, DRAINS_TO_COMPETE, DRAINS_TO_LEAVE, JUDGE_EVERY,
+    STALE_QUEUE_NOISE,
+};
+use crate::time::Instant;
 
 /// A drain empties the queue when the queueing delay falls below this fraction of what it was
 /// in the RTT before...
@@ -94,6 +102,67 @@ impl Drained {
             Drained::Bottomed
         } else {
             Drained::Standing
+        }
+    }
+}
+
+impl Delay {
+    /// A drain ended: a queue it could not empty belongs to someone who does not yield.
+    pub(super) fn after_drain(
+        &mut self,
+        now: Instant,
+        outcome: Drained,
+        capacity: Option<f64>,
+        srtt: Duration,
+        q: f64,
+        floor: i64,
+    ) {
+        let competing = self.is_competing();
+        match outcome {
+            // A delay floor the path left behind (a handover to a longer path): not a
+            // competitor, and nothing to judge until the floor has aged out. Within
+            // competitive mode a bottomed drain is still a standing queue, as before.
+            Drained::Bottomed if !competing => return,
+            Drained::Bottomed | Drained::Standing => {}
+            Drained::Emptied => {
+                self.failed_drains = 0;
+                self.emptied_drains += 1;
+                if let Mode::Competitive { next_drain, .. } = &mut self.mode {
+                    if self.emptied_drains >= DRAINS_TO_LEAVE {
+                        self.mode = Mode::Delay;
+                    } else {
+                        // Confirm soon: one drain may just have met the competitor's trough.
+                        *next_drain = now + JUDGE_EVERY;
+                    }
+                }
+                return;
+            }
+        }
+        self.emptied_drains = 0;
+        self.failed_drains += 1;
+        if let Mode::Competitive { next_drain, .. } = &mut self.mode {
+            *next_drain = now + COMPETE_DRAIN_EVERY;
+        } else if self.compete_as > 0.0 && self.failed_drains >= DRAINS_TO_COMPETE {
+            // Start from the share of one competitor's worth (the common case); with more
+            // competitors the window law brings it down, cut by cut.
+            let n = self.compete_as;
+            let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
+            let share = capacity.unwrap_or(0.0).max(peak) * n / (n + 1.0);
+            // The deepest queue of the last seconds: the buffer, if the competitor has
+            // overflowed it since.
+            let deepest = depth(&mut self.level_peak, now, floor);
+            self.mode = Mode::Competitive {
+                law: Compete::new(
+                    now,
+                    n,
+                    self.rate.max(share.min(self.cap)),
+                    srtt,
+                    self.packet_bits,
+                    (q.max(deepest), floor),
+                ),
+                floor,
+                next_drain: now + COMPETE_DRAIN_EVERY,
+            };
         }
     }
 }
