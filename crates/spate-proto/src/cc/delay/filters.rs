@@ -182,6 +182,24 @@ impl BitTally {
         }
     }
 
+    /// Bits counted since `from`; `None` when no mark is that old. Between two marks the count
+    /// is taken to have grown evenly: reports come every 10 ms, which at 250 Mbit/s is 10 ms
+    /// of a 200 ms pipe, and the overshoot drain's end read from the mark before swung by
+    /// that much from report to report.
+    pub fn since(&self, from: Instant) -> Option<f64> {
+        let i = self.marks.partition_point(|&(s, _)| s <= from);
+        let (t0, v0) = *self.marks.get(i.checked_sub(1)?)?;
+        let at_from = match self.marks.get(i) {
+            Some(&(t1, v1)) if t1 > t0 => {
+                let f =
+                    from.saturating_since(t0).as_secs_f64() / t1.saturating_since(t0).as_secs_f64();
+                v0 + f * (v1 - v0)
+            }
+            _ => v0,
+        };
+        Some(self.total - at_from)
+    }
+
     /// Forget history (after an outage).
     pub fn clear(&mut self) {
         self.marks.clear();
@@ -239,6 +257,24 @@ impl DeliveryRate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tally_since_reads_between_marks_as_even() {
+        let mut t = BitTally::default();
+        t.add(5e6); // before the first mark
+        t.mark(Instant::from_millis(0));
+        t.add(1e6);
+        t.mark(Instant::from_millis(10));
+        t.add(2e6);
+        t.mark(Instant::from_millis(20));
+        t.add(4e6); // not yet marked, but counted
+        assert_eq!(t.since(Instant::from_millis(10)), Some(6e6));
+        assert_eq!(t.since(Instant::from_millis(15)), Some(5e6));
+        assert_eq!(t.since(Instant::from_millis(25)), Some(4e6));
+        assert_eq!(t.since(Instant::ZERO), Some(7e6));
+        t.clear();
+        assert_eq!(t.since(Instant::from_millis(15)), None);
+    }
 
     #[test]
     fn tally_rate_covers_marked_windows_only() {

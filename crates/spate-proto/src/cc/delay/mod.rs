@@ -26,6 +26,9 @@
 //!                                      g' = min(g, 1/32) while D' ≤ 1.02 · D_last, else g
 //!                                      (not in a buffer that overflows, nor with `compete`)
 //! steer  otherwise:  r ← max(D' + (8·α − D·q) / T,  D'/4)            g ← 1/8
+//! drain  at the first steering step after growth, if the bits sent over the latest RTT sample
+//!        exceed D'·min_rtt by more than 4·8·α (and D kept up with what was sent): r ← D',
+//!        and half of it is sent until they no longer exceed D'·min_rtt + 8·α (overshoot.rs)
 //!                    D' = D / (1 − p) while D·q < 1.5·8·α, else D;  plus u
 //! u      = sending capacity the sender left unused while the window's packets left (bits/s)
 //! limited: u > 5 % of the rate then:  no growth, and steering cuts only for q > q* over an RTT
@@ -52,6 +55,11 @@
 //!   RTT until delivery shows more than `D_last` ([`REGROWTH`]): steering, one loop late,
 //!   often empties the queue right at capacity, and growing faster into it overshot by a
 //!   whole RTT's worth (a queue swinging between 0 and 20 ms at 250 Mbit/s, 200 ms).
+//!   Growth still learns one loop late that it passed capacity, by which time start-up has
+//!   paced up to twice what the link carries and half a BDP is on its way to the queue; the
+//!   sender knows what it sent, and drains that at once instead of steering it out over
+//!   seconds (`overshoot.rs`: at 250 Mbit/s, 200 ms the queue peaked at 99 ms and took 1 s
+//!   to go, now 0.2 s; not for flows that may compete).
 //! * **Shed it fast.** When capacity drops the queue jumps; steering asks for at most `D`,
 //!   the receiver's measured rate, minus the excess over `T` — within one RTT of the drop.
 //! * **Policies are values of α**: `fair` = α, `high` = 2α (twice a fair flow's share),
@@ -224,6 +232,7 @@ mod dips;
 mod drained;
 mod filters;
 mod follow;
+mod overshoot;
 mod probe;
 
 use core::time::Duration;
@@ -232,6 +241,7 @@ use compete::Compete;
 use dips::Dips;
 use drained::{DrainReadings, Drained, FLAT_AFTER};
 pub use filters::{BitTally, DeliveryRate, LossFraction, RateHistory, WindowedMax, WindowedMin};
+use overshoot::Step;
 use probe::{Probe, ProbeKind};
 
 use super::{RateControl, RateSample};
@@ -587,6 +597,8 @@ pub struct Delay {
     probe: Probe,
     /// Sending capacity left unused (the sender was idle or slower than paced).
     unused: BitTally,
+    /// Bits put on the wire (what is in flight, `overshoot.rs`).
+    wire: BitTally,
     /// Time between reports, seconds (moving average over about four reports).
     report_gap: f64,
     /// Flows' worth this flow competes as against buffer-filling traffic (0: it never does).
@@ -666,6 +678,7 @@ impl Delay {
                 next: Instant::ZERO,
             },
             unused: BitTally::default(),
+            wire: BitTally::default(),
             compete_as: 0.0,
             mode: Mode::Delay,
             failed_drains: 0,
@@ -828,7 +841,8 @@ impl Delay {
                     ProbeKind::Stale => rtt / 2,
                     // Not capped at rtt/2: at RTT ≈ 0 that left a 50 µs dip, which removed
                     // nothing from a 1 ms queue, and the floor crept up under it.
-                    ProbeKind::Drain => Duration::from_secs_f64(
+                    // (Only `overshoot.rs` starts the third kind.)
+                    ProbeKind::Drain | ProbeKind::Overshoot => Duration::from_secs_f64(
                         (2.0 * q + margin).min(rtt.as_secs_f64().max(DRAIN_MAX_HALF) + margin),
                     ),
                 };
@@ -1100,7 +1114,8 @@ impl RateControl for Delay {
         r as u64
     }
 
-    fn on_sent(&mut self, now: Instant, _wire_bytes: u64, unused: Duration) {
+    fn on_sent(&mut self, now: Instant, wire_bytes: u64, unused: Duration) {
+        self.wire.add(wire_bytes as f64 * 8.0);
         if !unused.is_zero() {
             self.unused
                 .add(unused.as_secs_f64() * self.pacing_rate() as f64);
@@ -1247,6 +1262,7 @@ impl RateControl for Delay {
         // The window's packets left between rtt + window and rtt ago, paced at `then`, of
         // which `unused` bits/s the sender did not send (nothing to send, or a busy CPU).
         self.unused.mark(now);
+        self.wire.mark(now);
         let sent_from = now.saturating_sub(rtt + window);
         let unused = self.unused.rate(sent_from, now.saturating_sub(rtt));
         let then = self.sent.at(sent_from);
@@ -1277,10 +1293,21 @@ impl RateControl for Delay {
             probing,
             loss: self.loss.fraction(),
         };
+        let step = Step {
+            now,
+            latest: s.rtt.unwrap_or(s.srtt),
+            rtt,
+            base,
+            q,
+            then,
+            unused,
+            loss: self.loss.fraction(),
+        };
         match d {
             // While probing, hold the rate: the probe's bump and dip cancel, and the reports of
-            // the next two RTTs describe the probe, not the path.
-            Some(_) if probing => {}
+            // the next two RTTs describe the probe, not the path. (A drain of growth's
+            // overshoot follows delivery up.)
+            Some(d) if probing => self.during_overshoot(&step, d),
             _ if self.is_competing() => {
                 if let Mode::Competitive { law, .. } = &mut self.mode {
                     self.rate = law.on_report(now, (q, base_owd), s.srtt, rtt, s.lost_bytes > 0, d);
@@ -1359,6 +1386,9 @@ impl RateControl for Delay {
                 }
                 self.rate = target.max(sent * MIN_STEER_FRACTION);
                 self.last_steered = sent;
+                if self.growth > MIN_GROWTH {
+                    self.drain_overshoot(&step, d, sent);
+                }
                 self.growth = MIN_GROWTH;
                 if pinned || held_full || within && held >= 0.5 * self.alpha() {
                     let since = *self.settled_since.get_or_insert(now);
@@ -1429,6 +1459,7 @@ impl RateControl for Delay {
         self.delivery.clear();
         self.sent.clear();
         self.unused.clear();
+        self.wire.clear();
         self.behind_since = None;
         self.last_update = None;
         self.probe = Probe::Idle {

@@ -1,6 +1,7 @@
 //! The probes a delay-based flow runs from a settled queue (`mod.rs`: "Stale floors", "Drains
-//! keep floors true", "Alone, a shorter queue"): what each is for, its two half-RTT rate
-//! factors, and what the controller records while one is under way. `Delay::probe_step`
+//! keep floors true", "Alone, a shorter queue"), and the drain of what growth overshot
+//! (`overshoot.rs`): what each is for, its two rate factors, and what the controller records
+//! while one is under way. `Delay::probe_step`
 //! starts them, holds the rate while they run and reads their verdicts.
 
 use core::time::Duration;
@@ -18,6 +19,9 @@ pub(super) enum ProbeKind {
     /// rate for twice the queueing delay (removes this flow's queued data), then 1.5× for as
     /// long (puts it back).
     Drain,
+    /// Growth overshot (`overshoot.rs`): half rate until what is in flight beyond the path's
+    /// pipe has left, then the rate measured; no refill.
+    Overshoot,
 }
 
 impl ProbeKind {
@@ -26,6 +30,7 @@ impl ProbeKind {
         match self {
             ProbeKind::Stale => (1.0 + PROBE_GAIN, 1.0 - PROBE_GAIN),
             ProbeKind::Drain => (DRAIN_GAIN, 2.0 - DRAIN_GAIN),
+            ProbeKind::Overshoot => (DRAIN_GAIN, 1.0),
         }
     }
 }
