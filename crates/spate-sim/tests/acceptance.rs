@@ -503,6 +503,30 @@ fn a_lone_lossy_flow_finds_itself_alone_on_every_seed() {
 }
 
 #[test]
+fn a_flow_alone_in_a_full_buffer_takes_no_credit_for_its_loss() {
+    // Four `fair` flows 2 s apart at 200 Mbit/s, 10 ms, 0.5 % loss, in a one-BDP buffer (10 ms,
+    // shorter than Σα). The third came while the buffer was full and took it into its delay
+    // floor: it read 0.7 ms of queue where the others read 10, found itself alone once it held
+    // most of the link, and credited its 20 % overflow as random loss (sending D/(1 − p)
+    // overflows p): 184 of 200 Mbit/s, one flow at 1.9 with 153 % retransmitted, Jain 0.27.
+    // No flow takes credit for loss in a buffer held full now: Jain 0.99, at most 7 %.
+    let mut t = seeded_head("full and alone", 2, 40.0, "fairness_from_s = 16.0")
+        + &phase(0.0, 200.0, 10.0, "loss = 0.005");
+    for i in 0..4 {
+        t += &flow(2.0 * f64::from(i), "fair", 0);
+    }
+    let r = &sim(&t).report;
+    let jain = r.fairness_jain.expect("a fairness window");
+    assert!(jain >= 0.9, "Jain {jain}");
+    let worst = r
+        .flows
+        .iter()
+        .map(|f| f.retransmission_overhead)
+        .fold(0.0, f64::max);
+    assert!(worst <= 0.2, "{:.1} % retransmitted", worst * 100.0);
+}
+
+#[test]
 fn flows_sharing_a_buffer_shorter_than_their_alphas_do_not_hold_it_full() {
     // Four `fair` flows 2 s apart at 100 Mbit/s, 20 ms, in a 20 ms buffer: Σα is 24 ms of
     // queue. Until session 41 each pushed towards its α for ever and took the overflow for

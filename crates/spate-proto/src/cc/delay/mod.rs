@@ -147,8 +147,9 @@
 //!   Flows that *share* a buffer shorter than their Σα each read it short of their α and
 //!   push for ever. A buffer found held full therefore counts as held full for up to
 //!   [`HELD_FULL_FOR`] while the queue stays near where it was found (a flow that stops
-//!   pushing stops overflowing, and must not push again at once), and there a flow that has
-//!   not found itself alone takes no credit for its loss and pays for it instead:
+//!   pushing stops overflowing, and must not push again at once), and there no flow takes
+//!   credit for its loss (credited, a flow's own overflow sustains itself: sending `D/(1 − p)`
+//!   overflows `p`), and one that has not found itself alone pays for it instead:
 //!   `r ← D + (8α − D·q)/T − K·p·r` ([`OVERFLOW_CHARGE`]; before its first share sample never
 //!   below `D`). Drop-tail gives every flow the same `p`, so the charge leaves the pushes'
 //!   differences — what makes shares converge — and removes nine tenths of their sum. No
@@ -1342,8 +1343,12 @@ impl RateControl for Delay {
                     && self.share.is_none_or(|s| s.smoothed < ALONE_SHARE.0);
                 // Loss with a queue near its target is random loss: the bottleneck drained
                 // more than arrived. Loss with a large queue is (also) overflow: no credit, nor
-                // in a buffer held full that this flow has not found itself alone in.
-                let path = if shares_full {
+                // in a buffer held full, even one this flow found itself alone in. A flow
+                // whose delay floor took in a full buffer (it started while others held it)
+                // reads the buffer as empty, finds itself alone once it holds most of it, and
+                // its credited overflow kept it there: 184 of 200 Mbit/s at 20 % loss, three
+                // flows starved (docs/design.md, session 46).
+                let path = if held_full {
                     d
                 } else if d * q < CREDIT_BELOW * self.alpha() {
                     d / (1.0 - self.loss.fraction())
