@@ -502,6 +502,14 @@ fn a_lone_lossy_flow_finds_itself_alone_on_every_seed() {
     }
 }
 
+/// The largest share of its data any flow of the run retransmitted.
+fn most_retransmitted(r: &Report) -> f64 {
+    r.flows
+        .iter()
+        .map(|f| f.retransmission_overhead)
+        .fold(0.0, f64::max)
+}
+
 #[test]
 fn a_flow_alone_in_a_full_buffer_takes_no_credit_for_its_loss() {
     // Four `fair` flows 2 s apart at 200 Mbit/s, 10 ms, 0.5 % loss, in a one-BDP buffer (10 ms,
@@ -518,11 +526,7 @@ fn a_flow_alone_in_a_full_buffer_takes_no_credit_for_its_loss() {
     let r = &sim(&t).report;
     let jain = r.fairness_jain.expect("a fairness window");
     assert!(jain >= 0.9, "Jain {jain}");
-    let worst = r
-        .flows
-        .iter()
-        .map(|f| f.retransmission_overhead)
-        .fold(0.0, f64::max);
+    let worst = most_retransmitted(r);
     assert!(worst <= 0.2, "{:.1} % retransmitted", worst * 100.0);
 }
 
@@ -536,11 +540,7 @@ fn flows_sharing_a_buffer_shorter_than_their_alphas_do_not_hold_it_full() {
         "../../../scenarios/limits/four-shallow-100m.toml"
     ))
     .report;
-    let worst = r
-        .flows
-        .iter()
-        .map(|f| f.retransmission_overhead)
-        .fold(0.0, f64::max);
+    let worst = most_retransmitted(r);
     assert!(worst <= 0.3, "{:.1} % retransmitted", worst * 100.0);
     let jain = r.fairness_jain.expect("a fairness window");
     assert!(jain >= 0.9, "Jain {jain}");
