@@ -75,6 +75,16 @@ pub(super) struct DrainReadings {
 }
 
 impl DrainReadings {
+    /// Nothing read yet about a probe that starts from the queue `q0`.
+    pub(super) fn before(q0: f64) -> Self {
+        DrainReadings {
+            q0,
+            q_min: f64::MAX,
+            q_early: f64::MAX,
+            q_late_max: f64::MIN,
+        }
+    }
+
     /// How far the queue fell below where it was before.
     pub(super) fn fell(&self) -> f64 {
         self.q0 - self.q_min.min(self.q0)

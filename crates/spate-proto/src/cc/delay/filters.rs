@@ -170,10 +170,7 @@ impl BitTally {
     /// Bits per second counted between the last marks at or before `from` and `to`; zero
     /// when no mark is that old (at the start, and after [`clear`](BitTally::clear)).
     pub fn rate(&self, from: Instant, to: Instant) -> f64 {
-        let at = |t: Instant| {
-            let i = self.marks.partition_point(|&(s, _)| s <= t);
-            i.checked_sub(1).map(|i| self.marks[i])
-        };
+        let at = |t: Instant| self.mark_at(t).map(|i| self.marks[i]);
         match (at(from), at(to)) {
             (Some((t0, v0)), Some((t1, v1))) if t1 > t0 => {
                 (v1 - v0) / t1.saturating_since(t0).as_secs_f64()
@@ -187,9 +184,9 @@ impl BitTally {
     /// of a 200 ms pipe, and the overshoot drain's end read from the mark before swung by
     /// that much from report to report.
     pub fn since(&self, from: Instant) -> Option<f64> {
-        let i = self.marks.partition_point(|&(s, _)| s <= from);
-        let (t0, v0) = *self.marks.get(i.checked_sub(1)?)?;
-        let at_from = match self.marks.get(i) {
+        let i = self.mark_at(from)?;
+        let (t0, v0) = self.marks[i];
+        let at_from = match self.marks.get(i + 1) {
             Some(&(t1, v1)) if t1 > t0 => {
                 let f =
                     from.saturating_since(t0).as_secs_f64() / t1.saturating_since(t0).as_secs_f64();
@@ -198,6 +195,11 @@ impl BitTally {
             _ => v0,
         };
         Some(self.total - at_from)
+    }
+
+    /// The index of the last mark at or before `t`.
+    fn mark_at(&self, t: Instant) -> Option<usize> {
+        self.marks.partition_point(|&(s, _)| s <= t).checked_sub(1)
     }
 
     /// Forget history (after an outage).

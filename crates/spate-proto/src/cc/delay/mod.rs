@@ -26,12 +26,12 @@
 //!                                      g' = min(g, 1/32) while D' ≤ 1.02 · D_last, else g
 //!                                      (not in a buffer that overflows, nor with `compete`)
 //! steer  otherwise:  r ← max(D' + (8·α − D·q) / T,  D'/4)            g ← 1/8
-//! drain  at the first steering step after growth, if the bits sent over the latest RTT sample
-//!        exceed D'·min_rtt by more than 4·8·α (and D kept up with what was sent): r ← D',
-//!        and half of it is sent until they no longer exceed D'·min_rtt + 8·α (overshoot.rs)
 //!                    D' = D / (1 − p) while D·q < 1.5·8·α, else D;  plus u
 //! u      = sending capacity the sender left unused while the window's packets left (bits/s)
 //! limited: u > 5 % of the rate then:  no growth, and steering cuts only for q > q* over an RTT
+//! drain  at the first steering step after growth, if the bits sent over the latest RTT sample
+//!        exceed D'·min_rtt by more than 4·8·α (and D kept up with what was sent): r ← D',
+//!        and half of it is sent until they no longer exceed D'·min_rtt + 8·α (overshoot.rs)
 //! ```
 //!
 //! *Steer* is a proportional controller on a first-order plant: the queue obeys
@@ -908,12 +908,7 @@ impl Delay {
                     half,
                     gains,
                     gain: gains.0,
-                    q: DrainReadings {
-                        q0,
-                        q_min: f64::MAX,
-                        q_early: f64::MAX,
-                        q_late_max: f64::MIN,
-                    },
+                    q: DrainReadings::before(q0),
                     d0,
                     q_max: q,
                     d_max: 0.0,
@@ -1302,7 +1297,6 @@ impl RateControl for Delay {
             q,
             then,
             unused,
-            loss: self.loss.fraction(),
         };
         match d {
             // While probing, hold the rate: the probe's bump and dip cancel, and the reports of

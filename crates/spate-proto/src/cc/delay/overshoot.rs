@@ -68,8 +68,6 @@ pub(super) struct Step {
     pub then: Option<f64>,
     /// Of which the sender left this much unused, bits/s.
     pub unused: f64,
-    /// The fraction of bytes lost over the last second.
-    pub loss: f64,
 }
 
 impl Delay {
@@ -82,9 +80,9 @@ impl Delay {
 
     /// At the first steering step after growth, with delivery `d` and the path's rate as
     /// steering reads it, `path` (`D'` plus unused pace), bits/s: start a drain if growth
-    /// overshot.
+    /// overshot. (Never called while a probe runs: steering does not run then.)
     pub(super) fn drain_overshoot(&mut self, s: &Step, d: f64, path: f64) {
-        if self.compete_as > 0.0 || matches!(self.probe, Probe::Up { .. }) {
+        if self.compete_as > 0.0 {
             return;
         }
         let kept_up = s
@@ -95,8 +93,8 @@ impl Delay {
             return;
         }
         self.rate = path;
-        // At half rate the queue loses half the path's rate; the in-flight test ends it
-        // sooner when the sender was held back meanwhile (the in-flight bound halves too).
+        // At half rate the queue loses half the path's rate: an upper bound, since the
+        // in-flight test (`during_overshoot`) ends the slow half once what is in flight fits.
         let half = (excess / (path * (1.0 - DRAIN_GAIN))).min(2.0 * s.base);
         self.probe = Probe::Up {
             kind: ProbeKind::Overshoot,
@@ -104,12 +102,7 @@ impl Delay {
             half: Duration::from_secs_f64(half),
             gains: ProbeKind::Overshoot.gains(),
             gain: DRAIN_GAIN,
-            q: DrainReadings {
-                q0: s.q,
-                q_min: f64::MAX,
-                q_early: f64::MAX,
-                q_late_max: f64::MIN,
-            },
+            q: DrainReadings::before(s.q),
             d0: d,
             q_max: s.q,
             d_max: 0.0,
@@ -131,7 +124,7 @@ impl Delay {
         else {
             return;
         };
-        let credited = d / (1.0 - s.loss);
+        let credited = d / (1.0 - self.loss.fraction());
         self.rate = self.rate.max(s.then.map_or(credited, |t| credited.min(t)));
         let age = s.now.saturating_since(start);
         let fits = self.beyond_pipe(s.now, s.latest, self.rate, s.base) <= 0.0;
