@@ -18,7 +18,8 @@
 //! between marks as sent evenly), and if they exceed the pipe by more than [`OVERSHOOT`] of
 //! its α it drains them: its rate becomes `D'`, and it sends at half that
 //! (`DRAIN_GAIN`) until what is in flight fits the pipe plus α again — BBR's Drain,
-//! ended by the same in-flight test. As in every probe the rate is then held for two RTTs
+//! ended by the same in-flight test, with the pipe read from the latest credited delivery
+//! (the followed rate below lags it). As in every probe the rate is then held for two RTTs
 //! (their reports describe the drain, not the path), except that it follows delivery up to
 //! what was sent a loop earlier: at the first steering step the delivery window still held
 //! packets from before the link was full (214 Mbit/s read on a 248 Mbit/s path).
@@ -127,7 +128,12 @@ impl Delay {
         let credited = d / (1.0 - self.loss.fraction());
         self.rate = self.rate.max(s.then.map_or(credited, |t| credited.min(t)));
         let age = s.now.saturating_since(start);
-        let fits = self.beyond_pipe(s.now, s.latest, self.rate, s.base) <= 0.0;
+        // The pipe holds what the path delivers, whatever cap the followed rate keeps: read
+        // from the capped rate (861 Mbit/s at the drain's start, on a 1 Gbit/s path at
+        // 400 ms), it ended the drain a report late, and the link went idle for 68 ms instead
+        // of 22 (`checks/lossy-long-fair`; time to adapt 4.0 s instead of 3.2).
+        let pipe = self.rate.max(credited);
+        let fits = self.beyond_pipe(s.now, s.latest, pipe, s.base) <= 0.0;
         if let Probe::Up { half, .. } = &mut self.probe {
             if age < *half && fits {
                 *half = age;
