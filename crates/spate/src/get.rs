@@ -63,6 +63,8 @@ pub struct GetOptions {
     /// From a daemon, whose sender keeps its own policy: hold its new data to at most this
     /// many bytes per second ([`Server::receive_rate`]).
     pub receive_rate: Option<u64>,
+    /// Write files with `O_DIRECT` ([`Server::direct_io`]).
+    pub direct_io: bool,
 }
 
 /// Download `o.paths` from `host` into `local` (an existing directory); `progress` sees the
@@ -111,7 +113,9 @@ pub fn get(
         std::thread::sleep(Duration::from_millis(30));
     }
     let access = Access::default().with_token(secret);
-    let server = Server::on_socket(socket, root, identity, access)?.once(WAIT);
+    let server = Server::on_socket(socket, root, identity, access)?
+        .once(WAIT)
+        .direct_io(o.direct_io);
     let remote_addr = remote.addr;
     let log = receive_one(server, progress, || {
         format!(
@@ -181,7 +185,8 @@ pub fn get_daemon(
     }]);
     let mut answer = Server::on_socket(socket, root, identity, access)?
         .hide_identity()
-        .once(WAIT);
+        .once(WAIT)
+        .direct_io(o.direct_io);
     if let Some(r) = o.receive_rate {
         answer = answer.receive_rate(r);
     }

@@ -76,6 +76,14 @@ impl BlockHasher {
         }
         Ok(self.hasher)
     }
+
+    /// Complete a block whose bytes are all in `block` (the whole block, from its start), and
+    /// return the hasher as [`finish`](Self::finish) does.
+    pub fn finish_from(mut self, block: &[u8]) -> blake3::Hasher {
+        let fed = (self.fed as usize).min(block.len());
+        self.hasher.update(&block[fed..]);
+        self.hasher
+    }
 }
 
 /// The CV of block `index` of a file of `size` bytes (more than one block), read from `file`.

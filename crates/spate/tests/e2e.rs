@@ -242,9 +242,16 @@ fn packets_opened_on_other_threads_arrive_byte_exact() {
 
 /// A download from a daemon (spec §2.1, §5.6) over a 100 Mbit/s, 60 ms path with 1 % loss each
 /// way (the user-space relay): the request and the answering session both cross it, and the
-/// files arrive byte-exact, the glob expanded on the server.
+/// files arrive byte-exact, the glob expanded on the server: once written through the page
+/// cache, once with `--direct-io` (`sink/direct.rs`: blocks staged while their lost packets
+/// are repaired, then written with `O_DIRECT`).
 #[test]
 fn a_download_from_a_daemon_crosses_a_lossy_long_path() {
+    download_across_a_lossy_long_path(false);
+    download_across_a_lossy_long_path(true);
+}
+
+fn download_across_a_lossy_long_path(direct_io: bool) {
     use spate::relay::{PathConfig, Relay};
     let (root, local) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     fs::write(root.path().join("a.bin"), content(8, 6 << 20)).unwrap();
@@ -265,6 +272,7 @@ fn a_download_from_a_daemon_crosses_a_lossy_long_path() {
         resume: false,
         rate_args: vec![],
         receive_rate: None,
+        direct_io,
     };
     let security = config(relay.addr()).security;
     let timeouts = (Duration::from_secs(5), Duration::from_secs(20));
@@ -289,7 +297,8 @@ fn a_download_from_a_daemon_crosses_a_lossy_long_path() {
     );
     assert!(!local.path().join("c.txt").exists());
     eprintln!(
-        "download over the relay: {:.2} s, {} of {} packets dropped at random server → client",
+        "download over the relay (direct I/O {direct_io}): {:.2} s, {} of {} packets dropped \
+         at random server → client",
         log.seconds, stats.reverse.random_drops, stats.reverse.packets
     );
     assert!(

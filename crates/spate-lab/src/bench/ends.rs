@@ -67,6 +67,9 @@ enum End {
         /// `spate serve --openers auto`).
         #[arg(long)]
         openers: Option<usize>,
+        /// Write files with O_DIRECT (`spate serve --direct-io`).
+        #[arg(long)]
+        direct_io: bool,
     },
     SpateSend {
         #[arg(long)]
@@ -122,7 +125,8 @@ pub fn run(a: EndArgs) -> Result<()> {
             keys,
             max_seconds,
             openers,
-        } => spate_recv(listen, root, &keys, max_seconds, openers)?,
+            direct_io,
+        } => spate_recv(listen, root, &keys, max_seconds, openers, direct_io)?,
         End::SpateSend {
             to,
             keys,
@@ -247,6 +251,7 @@ fn spate_recv(
     keys: &Path,
     max_seconds: u64,
     openers: Option<usize>,
+    direct_io: bool,
 ) -> Result<Moved> {
     let dir = match &root {
         Some(r) => r.clone(),
@@ -261,7 +266,7 @@ fn spate_recv(
         comment: "bench".into(),
     }]);
     let identity = Identity::load(&keys.join("server"))?;
-    let mut server = Server::bind(listen, Root::new(&dir)?, identity, access)?;
+    let mut server = Server::bind(listen, Root::new(&dir)?, identity, access)?.direct_io(direct_io);
     if let Some(n) = openers {
         server = server.openers(n)?;
     }

@@ -82,6 +82,44 @@ pub fn fresh_write(path: &Path, size: u64) -> Result<(f64, f64)> {
     measured
 }
 
+/// A new file at `path` written in 1 MiB `O_DIRECT` writes (Spate's receiver with
+/// `--direct-io`, `spate::sink::direct`): (Gbit/s, CPU-seconds per Gbit) over the whole
+/// blocks of `size`, or `None` where the file system refuses `O_DIRECT`.
+pub fn direct_write(path: &Path, size: u64) -> Result<Option<(f64, f64)>> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    const BLOCK: usize = 1 << 20;
+    let Ok(f) = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+    else {
+        return Ok(None);
+    };
+    // 4 KiB-aligned, as O_DIRECT wants: a slice of a larger vector.
+    let mut buf = vec![0u8; BLOCK + 4096];
+    let skip = buf.as_ptr().align_offset(4096);
+    let block = &mut buf[skip..skip + BLOCK];
+    spate::noise::Noise::new(3).fill(block);
+    let blocks = (size / BLOCK as u64).max(1);
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    for i in 0..blocks {
+        match f.write_all_at(block, i * BLOCK as u64) {
+            Err(e) if i == 0 && e.raw_os_error() == Some(libc::EINVAL) => {
+                drop(f);
+                std::fs::remove_file(path)?;
+                return Ok(None);
+            }
+            r => r.with_context(|| format!("cannot write {}", path.display()))?,
+        }
+    }
+    let measured = per_gbit(blocks * BLOCK as u64, cpu0, t0);
+    drop(f);
+    std::fs::remove_file(path)?;
+    measured.map(Some)
+}
+
 /// Whether this machine is a VM that returns freed pages to its host (virtio-balloon with
 /// `VIRTIO_BALLOON_F_REPORTING`, feature bit 5 in sysfs's feature string): the host then
 /// unmaps them, and the next write into them pays a first touch again.
@@ -166,6 +204,11 @@ mod tests {
         let (gbps, cpu) = fresh_write(&w, 1 << 20).unwrap();
         assert!(gbps > 0.0 && cpu >= 0.0, "{gbps} {cpu}");
         assert!(!w.exists(), "the written file is removed");
+        // O_DIRECT where the temporary directory's file system takes it (ext4 here).
+        if let Some((gbps, cpu)) = direct_write(&w, 3 << 20).unwrap() {
+            assert!(gbps > 0.0 && cpu >= 0.0, "{gbps} {cpu}");
+        }
+        assert!(!w.exists(), "the directly written file is removed");
     }
 
     #[test]

@@ -24,7 +24,11 @@
 //! 6. **the floor under file → file** (`floor.rs`): reading and hashing the file, and hashing
 //!    alone, on one core; with the raw UDP, AEAD and write rows, the CPU per Gbit/s no
 //!    verified, encrypted transfer can go below, which the file row is stated against;
-//! 7. **Spate file → file onto a throttled disk** (root; `slow_disk.rs`): ext4 on a loop device
+//! 7. **Spate file → file with direct I/O** (`--disk`, /var/tmp): a file on a disk's file
+//!    system to a directory there, the receiver with `--direct-io` (whole blocks written with
+//!    `O_DIRECT`, `spate::sink` `direct.rs`), beside that file system's own `O_DIRECT` write
+//!    and read-and-hash rows, which make its floor;
+//! 8. **Spate file → file onto a throttled disk** (root; `slow_disk.rs`): ext4 on a loop device
 //!    the kernel holds to `--disk-rate` (1 Gbit/s), slower than the path, beside that disk's
 //!    own limit measured the same way as tmpfs's. tmpfs's limit moves with the VM's memory
 //!    from minute to minute; this one holds still, so "Spate reaches N % of the disk's limit"
@@ -85,6 +89,11 @@ pub struct BenchArgs {
     /// Directory on tmpfs for the file-to-file run.
     #[arg(long, default_value = "/dev/shm")]
     tmpfs: PathBuf,
+    /// Directory on a disk's file system (ext4, XFS) for the file-to-file run with
+    /// `--direct-io` at the receiver ("" leaves it out). Its files are written and removed;
+    /// it needs twice --size free.
+    #[arg(long, default_value = "/var/tmp")]
+    disk: PathBuf,
     /// Write rate of the throttled disk of the "against the disk's limit" rows (bits/s: 500M,
     /// 1G): a loop device held to it by the kernel, slower than the path, so that its limit
     /// holds still while Spate is measured against it (root only; 0 leaves it out). Each run
@@ -441,7 +450,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
             file_row.note
         );
     }
-    if let Some(floor) = floor_of(rows, place.name) {
+    if let Some(floor) = floor_of(rows, place.name, READ_HASH, TMPFS_WRITE) {
         let (send, recv) = over_floor(&file_row, floor);
         file_row.note = format!(
             "floor (below) {} / {} % of a core per Gbit/s, Spate at {send:.2}× / {recv:.2}× of \
@@ -452,6 +461,20 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         );
     }
     rows.push(file_row);
+    if !a.disk.as_os_str().is_empty() {
+        eprintln!("[{}] {FILE_DIRECT} …", place.name);
+        let mut direct = |root: &str, src: &str| {
+            pair(
+                place,
+                exe,
+                &recv(&["--root", root, "--direct-io"]),
+                &send(&["--file", src]),
+            )
+        };
+        if let Err(e) = direct_rows(place.name, a, rows, &mut direct) {
+            rows.push(Row::unmeasured(place.name, FILE_DIRECT, &e));
+        }
+    }
     if a.disk_rate > 0 {
         let disk = slow_disk_rows(place, dir.path(), a, &mut transfer);
         match disk {
@@ -459,6 +482,80 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
             Err(e) => rows.push(Row::unmeasured(place.name, DISK_FILE, &e)),
         }
     }
+    Ok(())
+}
+
+/// File → file on a disk's file system (`--disk`) with `--direct-io` at the receiver: that
+/// file system's own direct-write and read-and-hash rows, and Spate's row against the floor
+/// they make with the path's UDP, AEAD and hash rows. `transfer(root, src)` runs one pair.
+fn direct_rows(
+    path: &'static str,
+    a: &BenchArgs,
+    rows: &mut Vec<Row>,
+    transfer: &mut impl FnMut(&str, &str) -> Result<(Value, Value)>,
+) -> Result<()> {
+    let dir = tempfile::Builder::new()
+        .prefix("spate-bench-")
+        .tempdir_in(&a.disk)
+        .with_context(|| {
+            format!(
+                "cannot use {} for the direct I/O test (--disk)",
+                a.disk.display()
+            )
+        })?;
+    let src = dir.path().join("src.bin");
+    write_file(&src, a.size)?;
+    let Some((gbps, cpu)) = floor::direct_write(&dir.path().join("limit.bin"), a.size)? else {
+        bail!(
+            "{} refuses O_DIRECT (--disk: name a directory on ext4 or XFS)",
+            a.disk.display()
+        );
+    };
+    rows.push(Row {
+        path,
+        test: DIRECT_WRITE,
+        gbps,
+        cpu_per_gbit: (f64::NAN, cpu),
+        note: format!(
+            "{}: one process writing a new file in 1 MiB O_DIRECT writes, as Spate's receiver \
+             does with --direct-io",
+            a.disk.display()
+        ),
+        runs: vec![],
+        start: None,
+    });
+    let (gbps, cpu) = floor::read_and_hash(&src)?;
+    rows.push(Row {
+        path,
+        test: DISK_READ_HASH,
+        gbps,
+        cpu_per_gbit: (cpu, f64::NAN),
+        note: "the source file just written, so from the page cache, as Spate's sender reads it"
+            .into(),
+        runs: vec![],
+        start: None,
+    });
+    let mut row = file_runs(
+        path,
+        FILE_DIRECT,
+        a.repeat,
+        retx,
+        &src,
+        &dir.path().join("dst"),
+        transfer,
+        |r| format!("BLAKE3 of the file at both ends included; {}", r.note),
+    )?;
+    if let Some(floor) = floor_of(rows, path, DISK_READ_HASH, DIRECT_WRITE) {
+        let (send, recv) = over_floor(&row, floor);
+        row.note = format!(
+            "floor (below) {} / {} % of a core per Gbit/s, Spate at {send:.2}× / {recv:.2}× of \
+             it; {}",
+            num(floor.0 * 100.0, 1, ""),
+            num(floor.1 * 100.0, 1, ""),
+            row.note
+        );
+    }
+    rows.push(row);
     Ok(())
 }
 
@@ -576,14 +673,14 @@ fn held(sender: &Value, receiver: &Value) -> String {
 
 /// The (sender, receiver) floor of a file → file transfer on `path` (`floor.rs`), in
 /// CPU-seconds per Gbit, from that path's rows: `None` if one of its terms is missing.
-fn floor_of(rows: &[Row], path: &str) -> Option<(f64, f64)> {
+fn floor_of(rows: &[Row], path: &str, read_hash: &str, write: &str) -> Option<(f64, f64)> {
     let get = |test: &str| find(rows, path, test).map(|r| r.cpu_per_gbit);
     let floors = floor::floors(
         get(RAW_UDP)?,
         get(AEAD_LIMIT)?,
-        get(READ_HASH)?.0,
+        get(read_hash)?.0,
         get(HASH)?.1,
-        get(TMPFS_WRITE)?.1,
+        get(write)?.1,
     );
     (floors.0.is_finite() && floors.1.is_finite()).then_some(floors)
 }
@@ -706,6 +803,9 @@ const AEAD_LIMIT: &str = "AES-256-GCM seal, one core (the sender's crypto limit)
 /// DATA payload of a 1472-byte datagram with its tag: 1472 − 24 − 16.
 const AEAD_PAYLOAD: usize = 1432;
 const FILE: &str = "Spate file → file (tmpfs)";
+const FILE_DIRECT: &str = "Spate file → file (disk, receiver with --direct-io)";
+const DIRECT_WRITE: &str = "disk write with O_DIRECT, new file (the receiver's disk limit)";
+const DISK_READ_HASH: &str = "disk read (page cache) + BLAKE3, one core (the sender's disk side)";
 const DISK_FILE: &str = "Spate file → file (throttled disk)";
 const DISK_WRITE: &str = "throttled disk write, new file (its limit)";
 /// The most a throttled-disk run moves: at 1 Gbit/s 8.6 s, so the rows stay within a minute
@@ -851,7 +951,7 @@ fn table(rows: &[Row]) -> String {
             / get(DISK_WRITE).map_or(f64::NAN, |r| r.gbps);
         let ok = |v: f64| if v <= 0.10 { "yes" } else { "no" };
         let pct = |v: f64| num(v, 0, " %");
-        let floor = floor_of(rows, path).map_or("–".to_owned(), |floor| {
+        let floor = floor_of(rows, path, READ_HASH, TMPFS_WRITE).map_or("–".to_owned(), |floor| {
             let (send, recv) = over_floor(file, floor);
             format!("{send:.2}×, {recv:.2}×")
         });

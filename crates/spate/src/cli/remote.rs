@@ -104,6 +104,7 @@ pub(crate) fn get_cmd(g: &GetArgs) -> Result<()> {
         resume: g.resume,
         rate_args: rate_args(&g.rate),
         receive_rate: daemon.and(g.rate.rate).map(|bps| bps / 8),
+        direct_io: g.direct_io,
     };
     let ssh = ssh_options(
         &g.remote.ssh,
@@ -216,6 +217,8 @@ pub(crate) fn cp_cmd(a: SendArgs) -> Result<()> {
         client: a.client.clone(),
         json: a.json,
         quiet: a.quiet,
+        // `cp` keeps scp's options; direct I/O is `spate get --direct-io`.
+        direct_io: false,
     };
     get_cmd(&g)
 }

@@ -259,6 +259,7 @@ impl Server {
                 discard: false,
                 claimed: 0,
                 receive_rate: None,
+                direct_io: false,
             },
             access,
             once: None,
@@ -273,6 +274,13 @@ impl Server {
             WriterPool::with_write_rate(WriterPool::default_size(), Some(bytes_per_sec))
                 .context("cannot start the writer threads")?;
         Ok(self)
+    }
+
+    /// Write files with direct I/O (`--direct-io`): whole 1 MiB blocks go to the disk with
+    /// `O_DIRECT`, past the page cache, where the file system takes it (`sink/direct.rs`).
+    pub fn direct_io(mut self, on: bool) -> Self {
+        self.ctx.direct_io = on;
+        self
     }
 
     /// Open packets on `n` threads besides the loop when receive batches are large (`serve

@@ -23,6 +23,8 @@ pub(super) struct Ctx {
     /// Each session's sender may send new data at most this fast, bytes per second
     /// (`spate get --rate` from a daemon; [`super::cap`]).
     pub receive_rate: Option<u64>,
+    /// Write whole blocks with `O_DIRECT` (`--direct-io`; `sink/direct.rs`).
+    pub direct_io: bool,
 }
 
 /// The server's state of one session, beside the protocol's (`Slot::app`).
@@ -250,6 +252,7 @@ pub(super) fn start_sink(slot: &mut Slot, ctx: &Ctx, resume: bool) {
         m,
         &slot.app.targets,
         resume,
+        ctx.direct_io,
     );
     for o in slot.app.complete_before_sink.drain(..) {
         sink.finish(o);

@@ -34,6 +34,7 @@
 //! that are still empty. A file whose digest or writes failed loses its own partial file
 //! either way, and only its own.
 
+mod direct;
 mod held;
 mod part;
 mod pool;
@@ -65,6 +66,8 @@ pub enum Job {
         placed: Vec<String>,
         resume: bool,
         back: Sender<Back>,
+        /// Write with `O_DIRECT`, staging within the pool's count of buffers (`direct.rs`).
+        direct: Option<direct::Budget>,
     },
     /// Bytes of `object` at `offset`: `buf[..len]`.
     Write {
@@ -123,13 +126,15 @@ impl Sink {
     /// (from [`Root::placed_paths`]). With `resume`, the writer first looks for what is
     /// already held and reports it ([`Outcome::Held`]) before anything else. Returns at once:
     /// directories are created on the pool, and a path that may not be written is reported as
-    /// [`Outcome::Refused`].
+    /// [`Outcome::Refused`]. With `direct`, whole blocks are written with `O_DIRECT` where the
+    /// file system takes it (`direct.rs`).
     pub fn start(
         pool: &WriterPool,
         root: Root,
         manifest: &Manifest,
         placed: &[String],
         resume: bool,
+        direct: bool,
     ) -> Sink {
         // Unbounded on purpose: the writer must never block on it. Its length is bounded
         // anyway: buffers in circulation plus one outcome per object.
@@ -141,6 +146,7 @@ impl Sink {
             placed: placed.to_vec(),
             resume,
             back: back_tx,
+            direct: direct.then(|| direct::Budget::new(pool.staged())),
         });
         Sink {
             lane,

@@ -45,6 +45,8 @@ pub const POOL_BYTES: usize = 256 << 20;
 pub struct WriterPool {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    /// Staging buffers of direct I/O held by all sessions (`direct.rs`, `POOL_BLOCKS`).
+    staged: Arc<AtomicUsize>,
 }
 
 struct Shared {
@@ -132,6 +134,7 @@ impl WriterPool {
         Ok(WriterPool {
             shared,
             threads: handles,
+            staged: Arc::default(),
         })
     }
 
@@ -151,6 +154,17 @@ impl WriterPool {
     /// their requests; file writing needs little CPU (hashing is ~1 GB/s per core).
     pub fn default_size() -> usize {
         4
+    }
+
+    /// The count of staging buffers the pool's sessions hold (`direct.rs`).
+    pub(super) fn staged(&self) -> Arc<AtomicUsize> {
+        self.staged.clone()
+    }
+
+    /// Staging buffers the pool's sessions hold now.
+    #[cfg(test)]
+    pub fn staged_buffers(&self) -> usize {
+        self.staged.load(Ordering::Acquire)
     }
 
     /// A new, empty lane for a session.

@@ -13,6 +13,7 @@ use cap_std::fs::FileTypeExt;
 use spate_proto::ranges::RangeSet;
 use spate_proto::{EntryKind, Manifest};
 
+use super::direct::{Blocks, DirectFile, Written};
 use super::held::{find_held, Held};
 use super::{part, Back, Job, Outcome};
 use crate::confine::{Root, Target};
@@ -34,6 +35,8 @@ pub struct Writer {
     /// Directories this session created, in creation order: removed again (when still
     /// empty) if the session fails without keeping its partial files.
     created: Vec<Target>,
+    /// Staging buffers, when files are written with `O_DIRECT` (`direct.rs`).
+    blocks: Option<Blocks>,
 }
 
 /// A temporary file being written.
@@ -55,6 +58,8 @@ struct Open {
     journal: Option<Journal>,
     /// A streamed file's digest, from the bytes after its content (spec §5.1).
     trailer: Trailer,
+    /// The file opened again with `O_DIRECT`, and its staged blocks (`direct.rs`).
+    direct: Option<DirectFile>,
 }
 
 /// The 32 bytes after a streamed file's content: the sender's BLAKE3 digest of it.
@@ -104,9 +109,13 @@ impl Writer {
                     placed,
                     resume,
                     back,
+                    direct,
                 },
                 _,
-            ) => *slot = Writer::start(&root, manifest, &placed, resume, back).map(Box::new),
+            ) => {
+                let blocks = direct.map(Blocks::new);
+                *slot = Writer::start(&root, manifest, &placed, resume, back, blocks).map(Box::new)
+            }
             (Job::Close, _) => *slot = None,
             (job, Some(w)) => w.handle(job),
             // No writer (its start was refused): nothing to write; buffers are dropped.
@@ -122,6 +131,7 @@ impl Writer {
         placed: &[String],
         resume: bool,
         back: Sender<Back>,
+        blocks: Option<Blocks>,
     ) -> Option<Writer> {
         let mut w = Writer {
             targets: Vec::with_capacity(placed.len()),
@@ -133,6 +143,7 @@ impl Writer {
             scratch: Vec::new(),
             created: Vec::new(),
             manifest,
+            blocks,
         };
         let prepared = placed
             .iter()
@@ -247,7 +258,11 @@ impl Writer {
                 digest: (entry.size == 0).then(|| *blake3::hash(b"").as_bytes()),
                 journal,
                 trailer: Trailer::default(),
+                direct: None,
             };
+            if self.blocks.is_some() {
+                open.direct = DirectFile::open(&open.file);
+            }
             for &(i, cv) in &reuse {
                 open.written.insert(journal::block_range(i, entry.size));
                 if entry.size > BLOCK {
@@ -265,6 +280,7 @@ impl Writer {
         let (Some(open), scratch) = (self.open.get_mut(&object), &mut self.scratch) else {
             return Ok(());
         };
+        let blocks = &mut self.blocks;
         // A streamed file's object goes on after its content with the digest (the protocol
         // keeps DATA within the object, so only a streamed file has bytes past `size`).
         let content = size.saturating_sub(offset).min(bytes.len() as u64) as usize;
@@ -276,7 +292,8 @@ impl Writer {
             return Ok(());
         }
         // A file created sparse in this session reads zeros where nothing was written.
-        if !(open.fresh && bytes.iter().all(|&b| b == 0)) {
+        let skip = |open: &Open, bytes: &[u8]| open.fresh && bytes.iter().all(|&b| b == 0);
+        if open.direct.is_none() && !skip(open, bytes) {
             open.file.write_all_at(bytes, offset)?;
         }
         let end = offset + bytes.len() as u64;
@@ -292,13 +309,29 @@ impl Writer {
                 continue; // not possible for DATA within the file (the protocol checks)
             }
             let piece = &bytes[(from - offset) as usize..(to - offset) as usize];
+            if let (Some(d), Some(blocks)) = (open.direct.as_mut(), blocks.as_mut()) {
+                let at = (from - block.start) as usize;
+                if !d.stage(blocks, &open.file, i, at, piece)? && !skip(open, piece) {
+                    open.file.write_all_at(piece, from)?;
+                }
+            }
             let h = open.hashing.entry(i).or_insert_with(|| BlockHasher::new(i));
             h.feed(from - block.start, piece);
-            if !open.written.contains_range(block) {
+            if !open.written.contains_range(block.clone()) {
                 continue;
             }
             let h = open.hashing.remove(&i).expect("inserted above");
-            let hasher = h.finish(&open.file, i, size, scratch)?;
+            let len = (block.end - block.start) as usize;
+            let hasher = match complete_direct(open, blocks, i, len)? {
+                Some(w) => {
+                    let hasher = h.finish_from(w.bytes(len));
+                    if let Some(b) = blocks.as_mut() {
+                        DirectFile::recycle(b, w);
+                    }
+                    hasher
+                }
+                None => h.finish(&open.file, i, size, scratch)?,
+            };
             if size > BLOCK {
                 let cv = hasher.finalize_non_root();
                 if let Some(journal) = open.journal.as_mut() {
@@ -337,7 +370,12 @@ impl Writer {
             return Ok(()); // already there with the right digest
         }
         self.file(object)?;
-        let open = self.open.remove(&object).expect("opened above");
+        let mut open = self.open.remove(&object).expect("opened above");
+        // Every block is complete, so nothing is staged; should anything be, it reaches the
+        // file before the file is checked.
+        if let (Some(d), Some(b)) = (open.direct.take(), self.blocks.as_mut()) {
+            d.spill_all(b, &open.file)?;
+        }
         let f = open.file;
         let tmp = journal::part_path(&target);
         let digest = match kind {
@@ -437,6 +475,27 @@ impl Writer {
             drop(f); // unlocked only now that its names are gone
         }
     }
+}
+
+/// Block `i` of `open`, `len` bytes, is complete: if it was staged, write it (`direct.rs`) and
+/// return its bytes. A file system that refused the direct write ends direct I/O for the file.
+fn complete_direct(
+    open: &mut Open,
+    blocks: &mut Option<Blocks>,
+    i: u64,
+    len: usize,
+) -> io::Result<Option<Written>> {
+    let (Some(d), Some(b)) = (open.direct.as_mut(), blocks.as_mut()) else {
+        return Ok(None);
+    };
+    let mut fell_back = false;
+    let w = d.complete(i, len, &open.file, &mut fell_back)?;
+    if fell_back {
+        if let Some(d) = open.direct.take() {
+            d.spill_all(b, &open.file)?;
+        }
+    }
+    Ok(w)
 }
 
 /// What a transfer may replace at a file's final name: nothing, a regular file (as scp
