@@ -5,18 +5,22 @@
 //! the kernel 20–29 % of a core per Gbit/s (`dd` of 2 GiB: 3.4 s of system time into tmpfs,
 //! 5.0 s into ext4), where an `O_DIRECT` write of the same bytes in 1 MiB pieces costs 0.14 s
 //! (0.8 %: the device takes the bytes from our buffer by DMA). In `spate-lab bench-io` (file →
-//! file on one ext4 file system) the receiver spent 9.7–11.7 % of a core per Gbit/s at
-//! 6.7–7.3 Gbit/s through the page cache, and 6.8–7.5 % at 10.3–11.2 Gbit/s with this module.
+//! file on one ext4 file system) the receiver spent 11.7–12.9 % of a core per Gbit/s at
+//! 6.2–6.7 Gbit/s through the page cache, and 6.5–7.5 % at 10.3–11.7 Gbit/s with this module
+//! (`docs/results/bench-io.md`, session 47).
 //!
 //! **How.** `O_DIRECT` wants the buffer, the file offset and the length aligned to the
 //! device's logical block ([`ALIGN`]), and bytes arrive as datagrams of any length, in any
-//! order, with holes that are repaired an RTT or more later. So each 1 MiB block of a file
-//! (the resume journal's [`BLOCK`], aligned in the file) is first *staged*: its bytes are
-//! copied into an aligned buffer of its own as they come, and when the block is complete the
-//! buffer goes to the disk in one aligned write and is hashed from memory
-//! ([`BlockHasher::finish_from`](crate::treehash::BlockHasher::finish_from)); only then is the
-//! block journaled, as before. A file's last block, shorter than [`ALIGN`] allows, is written
-//! from its buffer through the page cache.
+//! order, with holes that are repaired an RTT or more later. With direct I/O the network
+//! thread (`Sink`) gathers the bytes of each 1 MiB block of a file (the resume journal's
+//! [`BLOCK`], aligned in the file) into a buffer of their own that starts at an aligned
+//! address, and hands it over at the block's end: a block that arrived in order is then one
+//! buffer, written with `O_DIRECT` as it is ([`DirectFile::write_whole`]). A block with holes
+//! is *staged*: its bytes are copied into an aligned buffer of the writer's as they come, and
+//! when the block is complete that buffer goes to the disk in one aligned write and is hashed
+//! from memory ([`BlockHasher::finish_from`](crate::treehash::BlockHasher::finish_from)). Only
+//! then is the block journaled, as before. A file's last block, shorter than [`ALIGN`] allows,
+//! is written from its buffer through the page cache.
 //!
 //! **Bounds.** Staging memory is bounded by what this receiver is configured for, never by
 //! what a peer sends: at most [`SESSION_BLOCKS`] buffers per session and [`POOL_BLOCKS`] for
@@ -279,6 +283,32 @@ impl DirectFile {
         dst.copy_from_slice(bytes);
         s.have.insert(at as u64..(at + bytes.len()) as u64);
         Ok(true)
+    }
+
+    /// Block `i` arrived whole, in one buffer (`Sink` hands each block over on its own with
+    /// direct I/O): write it with `O_DIRECT` straight from there, unstaged, if `bytes` is
+    /// aligned. `Ok(false)`: it is not, or the block was staged already; stage it. A write the
+    /// file system refuses with `EINVAL` is made through `buffered`, and `fell_back` set.
+    pub fn write_whole(
+        &mut self,
+        i: u64,
+        bytes: &[u8],
+        buffered: &File,
+        fell_back: &mut bool,
+    ) -> io::Result<bool> {
+        let aligned = bytes.len() % ALIGN == 0 && bytes.as_ptr() as usize % ALIGN == 0;
+        if !aligned || self.staged.contains_key(&i) || self.spilled.contains(&i) {
+            return Ok(false);
+        }
+        match self.file.write_all_at(bytes, i * BLOCK) {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                *fell_back = true;
+                buffered.write_all_at(bytes, i * BLOCK)?;
+                Ok(true)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Write what block `j` holds through the page cache and take it out of staging; its

@@ -49,6 +49,7 @@ use std::sync::Arc;
 use spate_proto::Manifest;
 
 use crate::confine::Root;
+use crate::journal::BLOCK;
 pub use held::{find_held, Held};
 pub(crate) use pool::lock;
 pub use pool::{Lane, WriterPool, LANE_BYTES, POOL_BYTES};
@@ -69,11 +70,12 @@ pub enum Job {
         /// Write with `O_DIRECT`, staging within the pool's count of buffers (`direct.rs`).
         direct: Option<direct::Budget>,
     },
-    /// Bytes of `object` at `offset`: `buf[..len]`.
+    /// Bytes of `object` at `offset`: `buf[at..at + len]`.
     Write {
         object: u32,
         offset: u64,
         buf: Vec<u8>,
+        at: usize,
         len: usize,
     },
     /// Every byte of the object was handed over: verify and place it.
@@ -115,10 +117,25 @@ pub struct Sink {
     lane: Arc<Lane>,
     back: Receiver<Back>,
     buffers: Vec<Vec<u8>>,
-    /// Coalescing buffer: (object, offset of its first byte, bytes, used).
-    cur: Option<(u32, u64, Vec<u8>, usize)>,
+    /// The coalescing buffer being filled.
+    cur: Option<Coalescing>,
     /// The writer is gone (its start was refused) and said so: nothing more will come.
     gone: bool,
+    /// Files are written with `O_DIRECT` (`direct.rs`): each buffer holds bytes of one
+    /// block only, from an aligned place, so that a block that arrives in order goes to the
+    /// disk as it is, without being staged.
+    direct: bool,
+}
+
+/// Contiguous bytes of one object, gathered for one write.
+struct Coalescing {
+    object: u32,
+    /// File offset of the first byte.
+    offset: u64,
+    buf: Vec<u8>,
+    /// Where the bytes start in `buf` (aligned to [`direct::ALIGN`] with direct I/O).
+    at: usize,
+    used: usize,
 }
 
 impl Sink {
@@ -154,6 +171,7 @@ impl Sink {
             buffers: Vec::new(),
             cur: None,
             gone: false,
+            direct,
         }
     }
 
@@ -161,15 +179,24 @@ impl Sink {
     /// unacknowledged (the sender sends it again), so a slow disk never blocks the network
     /// thread and queued data stays within [`LANE_BYTES`] per session.
     pub fn has_room(&self, len: usize) -> bool {
-        self.lane.has_room(len + WRITE_BUF)
+        self.lane.has_room(len + self.span())
+    }
+
+    /// Bytes one coalescing buffer holds: [`WRITE_BUF`], or a block with direct I/O.
+    fn span(&self) -> usize {
+        if self.direct {
+            BLOCK as usize
+        } else {
+            WRITE_BUF
+        }
     }
 
     /// Bytes this session's writer can still take (what the session offers its sender as a
     /// Write Limit, spec §7.4): the queue's room, less the buffer being filled and one more
     /// for the datagram [`has_room`](Self::has_room) must still accept.
     pub fn room(&self) -> u64 {
-        let filling = self.cur.as_ref().map_or(0, |c| c.3);
-        self.lane.room().saturating_sub(filling + 2 * WRITE_BUF) as u64
+        let filling = self.cur.as_ref().map_or(0, |c| c.used);
+        self.lane.room().saturating_sub(filling + 2 * self.span()) as u64
     }
 
     /// True while the writer has bytes queued that it has not written.
@@ -178,31 +205,74 @@ impl Sink {
     }
 
     /// Queue `bytes` of `object` at `offset` for writing.
-    pub fn write(&mut self, object: u32, offset: u64, bytes: &[u8]) {
-        if let Some((o, start, _, used)) = &self.cur {
-            let contiguous = *o == object && start + *used as u64 == offset;
-            if !contiguous || used + bytes.len() > WRITE_BUF {
+    pub fn write(&mut self, object: u32, mut offset: u64, mut bytes: &[u8]) {
+        if !self.direct {
+            self.put(object, offset, bytes);
+            return;
+        }
+        // One block per buffer, handed over as soon as its block's end is reached.
+        while !bytes.is_empty() {
+            let to_end = BLOCK - offset % BLOCK;
+            let n = bytes
+                .len()
+                .min(usize::try_from(to_end).unwrap_or(usize::MAX));
+            self.put(object, offset, &bytes[..n]);
+            if n as u64 == to_end {
+                self.flush();
+            }
+            offset += n as u64;
+            bytes = &bytes[n..];
+        }
+    }
+
+    /// Append `bytes` to the coalescing buffer, starting another when they do not continue it
+    /// or do not fit.
+    fn put(&mut self, object: u32, offset: u64, bytes: &[u8]) {
+        let span = self.span();
+        if let Some(c) = &self.cur {
+            let contiguous = c.object == object && c.offset + c.used as u64 == offset;
+            if !contiguous || c.used + bytes.len() > span {
                 self.flush();
             }
         }
         if self.cur.is_none() {
-            let buf = self.buffers.pop().unwrap_or_else(|| vec![0; WRITE_BUF]);
-            self.cur = Some((object, offset, buf, 0));
+            // With direct I/O one alignment's worth more, so that the bytes can start at an
+            // aligned address (a slice of an ordinary vector: no allocator of our own).
+            let extra = if self.direct { direct::ALIGN } else { 0 };
+            let buf = self
+                .buffers
+                .pop()
+                .filter(|b| b.len() == span + extra)
+                .unwrap_or_else(|| vec![0; span + extra]);
+            let at = if self.direct {
+                buf.as_ptr().align_offset(direct::ALIGN).min(extra)
+            } else {
+                0
+            };
+            self.cur = Some(Coalescing {
+                object,
+                offset,
+                buf,
+                at,
+                used: 0,
+            });
         }
-        if let Some((_, _, buf, used)) = &mut self.cur {
-            let n = bytes.len().min(WRITE_BUF - *used);
-            buf[*used..*used + n].copy_from_slice(&bytes[..n]);
-            *used += n;
+        if let Some(c) = &mut self.cur {
+            let n = bytes.len().min(span - c.used);
+            let from = c.at + c.used;
+            c.buf[from..from + n].copy_from_slice(&bytes[..n]);
+            c.used += n;
         }
     }
 
     fn flush(&mut self) {
-        if let Some((object, offset, buf, len)) = self.cur.take() {
+        if let Some(c) = self.cur.take() {
             self.lane.push(Job::Write {
-                object,
-                offset,
-                buf,
-                len,
+                object: c.object,
+                offset: c.offset,
+                buf: c.buf,
+                at: c.at,
+                len: c.used,
             });
         }
     }

@@ -306,6 +306,7 @@ mod tests {
             object: 1,
             offset: 0,
             buf: Vec::new(),
+            at: 0,
             len,
         });
     }

@@ -432,3 +432,27 @@ fn direct_io_staging_is_bounded_and_spills_exactly() {
     drop(sink);
     drop(pool);
 }
+
+/// Blocks that arrive in order go to the disk from the buffers they were gathered in, never
+/// staged: the network thread hands each block over on its own, aligned.
+#[test]
+fn direct_io_writes_blocks_that_arrive_in_order_without_staging() {
+    let dir = tempfile::tempdir().unwrap();
+    let works = direct_io_works_in(dir.path());
+    let data = pattern(4 << 20);
+    let manifest = Manifest::new(vec![file("o.bin", &data)]);
+    let pool = pool();
+    let mut sink = start_with(&pool, dir.path(), &manifest, true);
+    write(&mut sink, 1, 0, &data);
+    sink.wait_idle();
+    if works {
+        assert_eq!(
+            pool.staged_buffers(),
+            0,
+            "a block that came in order was staged"
+        );
+    }
+    sink.finish(1);
+    assert_eq!(outcome(&mut sink), Outcome::Done(1));
+    assert_eq!(fs::read(dir.path().join("o.bin")).unwrap(), data);
+}

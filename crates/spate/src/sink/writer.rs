@@ -188,10 +188,11 @@ impl Writer {
                 object,
                 offset,
                 buf,
+                at,
                 len,
             } => {
                 if !self.failed {
-                    if let Err(e) = self.write(object, offset, &buf[..len]) {
+                    if let Err(e) = self.write(object, offset, &buf[at..at + len]) {
                         self.fail(object, "writing", &e);
                     }
                 }
@@ -309,11 +310,18 @@ impl Writer {
                 continue; // not possible for DATA within the file (the protocol checks)
             }
             let piece = &bytes[(from - offset) as usize..(to - offset) as usize];
+            let mut fell_back = false;
             if let (Some(d), Some(blocks)) = (open.direct.as_mut(), blocks.as_mut()) {
                 let at = (from - block.start) as usize;
-                if !d.stage(blocks, &open.file, i, at, piece)? && !skip(open, piece) {
+                let whole = at == 0 && to == block.end;
+                if whole && d.write_whole(i, piece, &open.file, &mut fell_back)? {
+                    // On the disk as it came (the common case: a block that arrived in order).
+                } else if !d.stage(blocks, &open.file, i, at, piece)? && !skip(open, piece) {
                     open.file.write_all_at(piece, from)?;
                 }
+            }
+            if fell_back {
+                end_direct(open, blocks)?;
             }
             let h = open.hashing.entry(i).or_insert_with(|| BlockHasher::new(i));
             h.feed(from - block.start, piece);
@@ -485,17 +493,24 @@ fn complete_direct(
     i: u64,
     len: usize,
 ) -> io::Result<Option<Written>> {
-    let (Some(d), Some(b)) = (open.direct.as_mut(), blocks.as_mut()) else {
+    let (Some(d), true) = (open.direct.as_mut(), blocks.is_some()) else {
         return Ok(None);
     };
     let mut fell_back = false;
     let w = d.complete(i, len, &open.file, &mut fell_back)?;
     if fell_back {
-        if let Some(d) = open.direct.take() {
-            d.spill_all(b, &open.file)?;
-        }
+        end_direct(open, blocks)?;
     }
     Ok(w)
+}
+
+/// The file system refused a direct write: write `open`'s staged blocks through the page
+/// cache, and the rest of the file too.
+fn end_direct(open: &mut Open, blocks: &mut Option<Blocks>) -> io::Result<()> {
+    if let (Some(d), Some(b)) = (open.direct.take(), blocks.as_mut()) {
+        d.spill_all(b, &open.file)?;
+    }
+    Ok(())
 }
 
 /// What a transfer may replace at a file's final name: nothing, a regular file (as scp
