@@ -313,6 +313,12 @@ struct SendArgs {
     /// all but two, at most 8].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=64))]
     sealers: Option<u16>,
+    /// Over ssh: the remote receiver writes with direct I/O (O_DIRECT, as `spate serve
+    /// --direct-io`; it needs a remote spate that knows the option). A daemon (HOST:PORT:DEST)
+    /// writes as its own `spate serve --direct-io` says. With `spate cp HOST:PATH… LOCALDIR`,
+    /// this side writes with direct I/O (as `spate get --direct-io`).
+    #[arg(long)]
+    direct_io: bool,
     #[command(flatten)]
     client: ClientArgs,
     #[command(flatten)]
@@ -607,7 +613,7 @@ fn run(cli: Cli) -> Result<()> {
             };
             if once {
                 let root = root.context("--root is required")?;
-                return serve_once(&root, listen, port_range, limits_now);
+                return serve_once(&root, listen, port_range, limits_now, l.direct_io);
             }
             let key = match key {
                 Some(k) => k,
@@ -750,6 +756,7 @@ fn serve_once(
     listen: SocketAddr,
     range: Option<(u16, u16)>,
     limits: Limits,
+    direct_io: bool,
 ) -> Result<()> {
     use std::io::Write;
     let root = Root::new(root)?;
@@ -760,6 +767,7 @@ fn serve_once(
     let access = spate::access::Access::default().with_token(secret);
     let mut server = Server::on_socket(bind_socket(listen.ip(), range)?, root, identity, access)?
         .limits(limits)
+        .direct_io(direct_io)
         .once(Duration::from_secs(30));
     let token = spate::access::encode_token(&public.0, &secret);
     let ip = spate::ssh::connection_address();
@@ -1069,6 +1077,12 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
     let connect_timeout = Duration::from_secs_f64(a.client.connect_timeout.clamp(0.1, 3600.0));
     let (server, security, remote) = match &target {
         Target::Daemon { host, port, .. } => {
+            if a.direct_io {
+                return Err(input(anyhow::anyhow!(
+                    "--direct-io is for a receiver started over ssh; the daemon at {host}:{port} \
+                     writes as its own `spate serve --direct-io` says: leave the option out"
+                )));
+            }
             let server = resolve_daemon(host, *port)?;
             let pin = Some((host.as_str(), *port, server));
             let security =
@@ -1084,7 +1098,7 @@ fn send_cmd(a: &SendArgs) -> Result<()> {
                 a.remote.port_range,
                 connect_timeout.max(Duration::from_secs(30)),
             );
-            let remote = spate::ssh::start(host, remote_root.unwrap_or("."), &opts)?;
+            let remote = spate::ssh::start(host, remote_root.unwrap_or("."), &opts, a.direct_io)?;
             let security = client_security(&a.client, a.quiet || json, Some(&remote.token), None)
                 .map_err(input)?;
             (remote.addr, security, Some(remote))

@@ -105,15 +105,18 @@ pub fn remote_root(dest: &str) -> (&'static str, String) {
     }
 }
 
-/// Start `spate serve --once` on `host` (`[user@]host`) with `root` as its root, and wait for
-/// its announcement.
-pub fn start(host: &str, root: &str, o: &SshOptions) -> Result<Remote> {
+/// Start `spate serve --once` on `host` (`[user@]host`) with `root` as its root (with
+/// `direct_io`, writing with `--direct-io`), and wait for its announcement.
+pub fn start(host: &str, root: &str, o: &SshOptions, direct_io: bool) -> Result<Remote> {
     let mut args = vec![
         "serve".to_owned(),
         "--once".into(),
         "--root".into(),
         root.into(),
     ];
+    if direct_io {
+        args.push("--direct-io".into());
+    }
     if let Some((lo, hi)) = o.port_range {
         args.push("--port-range".into());
         args.push(format!("{lo}-{hi}"));

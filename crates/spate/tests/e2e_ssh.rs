@@ -166,6 +166,14 @@ fn a_file_and_a_tree_go_over_ssh_byte_exact() {
         started.elapsed().as_secs_f64()
     );
     assert_eq!(fs::read(dst.join("one.bin")).unwrap(), data);
+    // The remote receiver writing with direct I/O (`serve --once --direct-io`).
+    let o = run(
+        &s,
+        t.path(),
+        &["-q", "--direct-io", "one.bin", &at(&dst.join("direct"))],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(fs::read(dst.join("direct/one.bin")).unwrap(), data);
     // A tree, to a new name below an absolute destination.
     let tree = t.path().join("tree");
     fs::create_dir_all(tree.join("a/b")).unwrap();

@@ -217,8 +217,7 @@ pub(crate) fn cp_cmd(a: SendArgs) -> Result<()> {
         client: a.client.clone(),
         json: a.json,
         quiet: a.quiet,
-        // `cp` keeps scp's options; direct I/O is `spate get --direct-io`.
-        direct_io: false,
+        direct_io: a.direct_io,
     };
     get_cmd(&g)
 }
