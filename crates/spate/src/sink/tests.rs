@@ -456,3 +456,25 @@ fn direct_io_writes_blocks_that_arrive_in_order_without_staging() {
     assert_eq!(outcome(&mut sink), Outcome::Done(1));
     assert_eq!(fs::read(dir.path().join("o.bin")).unwrap(), data);
 }
+
+/// Whole blocks of zeros are not written into a file created sparse, with direct I/O as
+/// without: the holes read as them.
+#[test]
+fn direct_io_leaves_zero_blocks_as_holes() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut data = pattern(4 << 20);
+    data[1 << 20..3 << 20].fill(0);
+    let manifest = Manifest::new(vec![file("z.bin", &data)]);
+    let pool = pool();
+    let mut sink = start_with(&pool, dir.path(), &manifest, true);
+    send(&mut sink, 1, &data);
+    assert_eq!(outcome(&mut sink), Outcome::Done(1));
+    let placed = dir.path().join("z.bin");
+    assert_eq!(fs::read(&placed).unwrap(), data);
+    let allocated = fs::metadata(&placed).unwrap().blocks() * 512;
+    assert!(
+        allocated < 3 << 20,
+        "{allocated} bytes allocated for 2 MiB of data"
+    );
+}

@@ -293,8 +293,11 @@ impl Writer {
             return Ok(());
         }
         // A file created sparse in this session reads zeros where nothing was written.
-        let skip = |open: &Open, bytes: &[u8]| open.fresh && bytes.iter().all(|&b| b == 0);
-        if open.direct.is_none() && !skip(open, bytes) {
+        let fresh = open.fresh;
+        let skip = |bytes: &[u8]| fresh && bytes.iter().all(|&b| b == 0);
+        // With direct I/O each block's piece is written (or staged) below, block by block.
+        let direct = open.direct.is_some();
+        if !direct && !skip(bytes) {
             open.file.write_all_at(bytes, offset)?;
         }
         let end = offset + bytes.len() as u64;
@@ -311,14 +314,21 @@ impl Writer {
             }
             let piece = &bytes[(from - offset) as usize..(to - offset) as usize];
             let mut fell_back = false;
-            if let (Some(d), Some(blocks)) = (open.direct.as_mut(), blocks.as_mut()) {
-                let at = (from - block.start) as usize;
-                let whole = at == 0 && to == block.end;
-                if whole && d.write_whole(i, piece, &open.file, &mut fell_back)? {
-                    // On the disk as it came (the common case: a block that arrived in order).
-                } else if !d.stage(blocks, &open.file, i, at, piece)? && !skip(open, piece) {
-                    open.file.write_all_at(piece, from)?;
+            match (open.direct.as_mut(), blocks.as_mut()) {
+                (Some(d), Some(blocks)) => {
+                    let at = (from - block.start) as usize;
+                    let whole = at == 0 && to == block.end;
+                    if whole && skip(piece) {
+                        // Zeros into a file created sparse: the hole reads as them.
+                    } else if whole && d.write_whole(i, piece, &open.file, &mut fell_back)? {
+                        // On the disk as it came (the common case: a block that arrived in order).
+                    } else if !d.stage(blocks, &open.file, i, at, piece)? && !skip(piece) {
+                        open.file.write_all_at(piece, from)?;
+                    }
                 }
+                // Direct I/O ended for this file within this write: the rest goes as usual.
+                _ if direct && !skip(piece) => open.file.write_all_at(piece, from)?,
+                _ => {}
             }
             if fell_back {
                 end_direct(open, blocks)?;
