@@ -341,17 +341,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
     })?);
 
     eprintln!("[{}] Spate file → file (tmpfs) …", place.name);
-    let dir = tempfile::Builder::new()
-        .prefix("spate-bench-")
-        .tempdir_in(&a.tmpfs)
-        .with_context(|| {
-            format!(
-                "cannot use {} for the file test (--tmpfs)",
-                a.tmpfs.display()
-            )
-        })?;
-    let src = dir.path().join("src.bin");
-    write_file(&src, a.size)?;
+    let (dir, src) = source_in(&a.tmpfs, "the file test (--tmpfs)", a.size)?;
     // The receiver writes a new file: that costs what the file system charges for fresh pages,
     // which on a VM can be far below memory speed. Measured the same way here, as often as
     // the Spate runs and after one more: the first write may be the first touch of memory
@@ -451,14 +441,7 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
         );
     }
     if let Some(floor) = floor_of(rows, place.name, READ_HASH, TMPFS_WRITE) {
-        let (send, recv) = over_floor(&file_row, floor);
-        file_row.note = format!(
-            "floor (below) {} / {} % of a core per Gbit/s, Spate at {send:.2}× / {recv:.2}× of \
-             it; {}",
-            num(floor.0 * 100.0, 1, ""),
-            num(floor.1 * 100.0, 1, ""),
-            file_row.note
-        );
+        note_floor(&mut file_row, floor);
     }
     rows.push(file_row);
     if !a.disk.as_os_str().is_empty() {
@@ -494,17 +477,7 @@ fn direct_rows(
     rows: &mut Vec<Row>,
     transfer: &mut impl FnMut(&str, &str) -> Result<(Value, Value)>,
 ) -> Result<()> {
-    let dir = tempfile::Builder::new()
-        .prefix("spate-bench-")
-        .tempdir_in(&a.disk)
-        .with_context(|| {
-            format!(
-                "cannot use {} for the direct I/O test (--disk)",
-                a.disk.display()
-            )
-        })?;
-    let src = dir.path().join("src.bin");
-    write_file(&src, a.size)?;
+    let (dir, src) = source_in(&a.disk, "the direct I/O test (--disk)", a.size)?;
     let Some((gbps, cpu)) = floor::direct_write(&dir.path().join("limit.bin"), a.size)? else {
         bail!(
             "{} refuses O_DIRECT (--disk: name a directory on ext4 or XFS)",
@@ -546,14 +519,7 @@ fn direct_rows(
         |r| format!("BLAKE3 of the file at both ends included; {}", r.note),
     )?;
     if let Some(floor) = floor_of(rows, path, DISK_READ_HASH, DIRECT_WRITE) {
-        let (send, recv) = over_floor(&row, floor);
-        row.note = format!(
-            "floor (below) {} / {} % of a core per Gbit/s, Spate at {send:.2}× / {recv:.2}× of \
-             it; {}",
-            num(floor.0 * 100.0, 1, ""),
-            num(floor.1 * 100.0, 1, ""),
-            row.note
-        );
+        note_floor(&mut row, floor);
     }
     rows.push(row);
     Ok(())
@@ -685,6 +651,19 @@ fn floor_of(rows: &[Row], path: &str, read_hash: &str, write: &str) -> Option<(f
     (floors.0.is_finite() && floors.1.is_finite()).then_some(floors)
 }
 
+/// Put a file row's `floor` (sender, receiver; CPU-seconds per Gbit) and its CPU as multiples
+/// of it in front of its note.
+fn note_floor(row: &mut Row, floor: (f64, f64)) {
+    let (send, recv) = over_floor(row, floor);
+    row.note = format!(
+        "floor (below) {} / {} % of a core per Gbit/s, Spate at {send:.2}× / {recv:.2}× of it; \
+         {}",
+        num(floor.0 * 100.0, 1, ""),
+        num(floor.1 * 100.0, 1, ""),
+        row.note
+    );
+}
+
 /// A file row's CPU as multiples of the floor (sender, receiver).
 fn over_floor(file: &Row, floor: (f64, f64)) -> (f64, f64) {
     (file.cpu_per_gbit.0 / floor.0, file.cpu_per_gbit.1 / floor.1)
@@ -732,6 +711,18 @@ fn median_by<T>(mut items: Vec<T>, key: impl Fn(&T) -> f64) -> T {
 }
 
 /// A file of `size` pseudo-random bytes (written in 1 MiB blocks).
+/// A temporary directory below `parent` for `test` (named in the error), holding a source
+/// file of `size` bytes, `src.bin`.
+fn source_in(parent: &Path, test: &str, size: u64) -> Result<(tempfile::TempDir, PathBuf)> {
+    let dir = tempfile::Builder::new()
+        .prefix("spate-bench-")
+        .tempdir_in(parent)
+        .with_context(|| format!("cannot use {} for {test}", parent.display()))?;
+    let src = dir.path().join("src.bin");
+    write_file(&src, size)?;
+    Ok((dir, src))
+}
+
 fn write_file(path: &Path, size: u64) -> Result<()> {
     use std::io::Write;
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);

@@ -356,17 +356,48 @@ fn pattern(len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// A direct-I/O writer for one file `name` of `data`, in a temporary directory, and whether
+/// that directory's file system takes `O_DIRECT` (fields drop in order: the writer first).
+struct DirectCase {
+    sink: Sink,
+    pool: WriterPool,
+    works: bool,
+    dir: tempfile::TempDir,
+}
+
+/// Finish object 1 of `sink`: it is placed at `path` with exactly `data`.
+fn placed_exactly(sink: &mut Sink, path: &Path, data: &[u8]) {
+    sink.finish(1);
+    assert_eq!(outcome(sink), Outcome::Done(1));
+    assert_eq!(fs::read(path).unwrap(), data);
+}
+
+fn direct_case(name: &str, data: &[u8]) -> DirectCase {
+    let dir = tempfile::tempdir().unwrap();
+    let works = direct_io_works_in(dir.path());
+    let manifest = Manifest::new(vec![file(name, data)]);
+    let pool = pool();
+    let sink = start_with(&pool, dir.path(), &manifest, true);
+    DirectCase {
+        sink,
+        pool,
+        works,
+        dir,
+    }
+}
+
 /// Direct I/O (`direct.rs`): datagrams that arrive out of order, twice, and with holes filled
 /// last are placed exactly as sent, whole blocks through `O_DIRECT` and the odd-sized last
 /// block through the page cache.
 #[test]
 fn direct_io_places_exactly_what_arrived_in_any_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let works = direct_io_works_in(dir.path());
     let data = pattern((5 << 20) + 1234);
-    let manifest = Manifest::new(vec![file("d.bin", &data)]);
-    let pool = pool();
-    let mut sink = start_with(&pool, dir.path(), &manifest, true);
+    let DirectCase {
+        mut sink,
+        pool,
+        works,
+        dir,
+    } = direct_case("d.bin", &data);
     let held_back = |i: usize| i % 97 == 0;
     for (i, c) in data.chunks(1400).enumerate() {
         if !held_back(i) {
@@ -386,9 +417,7 @@ fn direct_io_places_exactly_what_arrived_in_any_order() {
             "no block was staged for O_DIRECT"
         );
     }
-    sink.finish(1);
-    assert_eq!(outcome(&mut sink), Outcome::Done(1));
-    assert_eq!(fs::read(dir.path().join("d.bin")).unwrap(), data);
+    placed_exactly(&mut sink, &dir.path().join("d.bin"), &data);
     drop(sink);
     drop(pool);
 }
@@ -398,13 +427,13 @@ fn direct_io_places_exactly_what_arrived_in_any_order() {
 #[test]
 fn direct_io_staging_is_bounded_and_spills_exactly() {
     use super::direct::SESSION_BLOCKS;
-    let dir = tempfile::tempdir().unwrap();
-    let works = direct_io_works_in(dir.path());
-    let blocks = SESSION_BLOCKS + 8;
-    let data = pattern(blocks << 20);
-    let manifest = Manifest::new(vec![file("s.bin", &data)]);
-    let pool = pool();
-    let mut sink = start_with(&pool, dir.path(), &manifest, true);
+    let data = pattern((SESSION_BLOCKS + 8) << 20);
+    let DirectCase {
+        mut sink,
+        pool,
+        works,
+        dir,
+    } = direct_case("s.bin", &data);
     // Every block's first datagram is lost: no block completes until they come at the end.
     let first = |i: usize| (i * 1400) % (1 << 20) < 1400;
     for (i, c) in data.chunks(1400).enumerate() {
@@ -426,9 +455,7 @@ fn direct_io_staging_is_bounded_and_spills_exactly() {
             sink.write(1, i as u64 * 1400, c);
         }
     }
-    sink.finish(1);
-    assert_eq!(outcome(&mut sink), Outcome::Done(1));
-    assert_eq!(fs::read(dir.path().join("s.bin")).unwrap(), data);
+    placed_exactly(&mut sink, &dir.path().join("s.bin"), &data);
     drop(sink);
     drop(pool);
 }
@@ -437,12 +464,13 @@ fn direct_io_staging_is_bounded_and_spills_exactly() {
 /// staged: the network thread hands each block over on its own, aligned.
 #[test]
 fn direct_io_writes_blocks_that_arrive_in_order_without_staging() {
-    let dir = tempfile::tempdir().unwrap();
-    let works = direct_io_works_in(dir.path());
     let data = pattern(4 << 20);
-    let manifest = Manifest::new(vec![file("o.bin", &data)]);
-    let pool = pool();
-    let mut sink = start_with(&pool, dir.path(), &manifest, true);
+    let DirectCase {
+        mut sink,
+        pool,
+        works,
+        dir,
+    } = direct_case("o.bin", &data);
     write(&mut sink, 1, 0, &data);
     sink.wait_idle();
     if works {
@@ -452,9 +480,7 @@ fn direct_io_writes_blocks_that_arrive_in_order_without_staging() {
             "a block that came in order was staged"
         );
     }
-    sink.finish(1);
-    assert_eq!(outcome(&mut sink), Outcome::Done(1));
-    assert_eq!(fs::read(dir.path().join("o.bin")).unwrap(), data);
+    placed_exactly(&mut sink, &dir.path().join("o.bin"), &data);
 }
 
 /// Whole blocks of zeros are not written into a file created sparse, with direct I/O as
@@ -462,12 +488,14 @@ fn direct_io_writes_blocks_that_arrive_in_order_without_staging() {
 #[test]
 fn direct_io_leaves_zero_blocks_as_holes() {
     use std::os::unix::fs::MetadataExt;
-    let dir = tempfile::tempdir().unwrap();
     let mut data = pattern(4 << 20);
     data[1 << 20..3 << 20].fill(0);
-    let manifest = Manifest::new(vec![file("z.bin", &data)]);
-    let pool = pool();
-    let mut sink = start_with(&pool, dir.path(), &manifest, true);
+    let DirectCase {
+        mut sink,
+        pool: _pool,
+        dir,
+        ..
+    } = direct_case("z.bin", &data);
     send(&mut sink, 1, &data);
     assert_eq!(outcome(&mut sink), Outcome::Done(1));
     let placed = dir.path().join("z.bin");
