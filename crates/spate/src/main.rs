@@ -905,6 +905,9 @@ fn serve(root: &std::path::Path, identity: spate::keys::Identity, o: &ServeOpts)
                 s.damaged_blocks
             );
         }
+        if let Some(note) = s.direct_note() {
+            resumed += &format!(" ({note})");
+        }
         let client = spate::report::escape(&s.client);
         match &s.error {
             None => eprintln!(
@@ -974,6 +977,7 @@ fn session_json(s: &spate::serve::SessionLog) -> String {
         "bytes": s.bytes,
         "resumed_bytes": s.resumed,
         "damaged_blocks": s.damaged_blocks,
+        "direct_io_bytes": s.direct_bytes,
         "dropped_unauthentic": s.dropped_not_authentic,
         "seconds": s.seconds,
         "outcome": if s.error.is_none() { "ok" } else { "failed" },

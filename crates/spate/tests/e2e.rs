@@ -287,6 +287,22 @@ fn download_across_a_lossy_long_path(direct_io: bool) {
     .unwrap();
     let stats = relay.stop().unwrap();
     assert_eq!(log.objects, 2);
+    // The session's log says how much went to the disk with O_DIRECT: here every block (both
+    // files are whole blocks), where the file system takes it.
+    let takes_direct = {
+        use std::os::unix::fs::OpenOptionsExt;
+        fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(local.path().join("a.bin"))
+            .is_ok()
+    };
+    match (direct_io, log.direct_bytes) {
+        (false, None) => {}
+        (true, Some(d)) if takes_direct => assert_eq!(d, 7 << 20, "bytes written with O_DIRECT"),
+        (true, Some(0)) => eprintln!("no O_DIRECT where the test writes; the log says so"),
+        (want, got) => panic!("--direct-io {want}: the log counts {got:?} bytes"),
+    }
     assert_eq!(
         fs::read(local.path().join("a.bin")).unwrap(),
         content(8, 6 << 20)

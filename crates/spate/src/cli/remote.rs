@@ -140,6 +140,9 @@ pub(crate) fn get_cmd(g: &GetArgs) -> Result<()> {
         if log.resumed > 0 {
             resumed = format!(" (+ {} already here)", human_bytes(log.resumed));
         }
+        if let Some(note) = log.direct_note() {
+            resumed += &format!(" ({note})");
+        }
         eprintln!(
             "{} entries, {}{resumed} in {:.1} s: {} goodput [{}]; every file verified (BLAKE3)",
             log.objects,

@@ -158,6 +158,7 @@ impl Answer {
             bytes: 0,
             resumed: 0,
             damaged_blocks: 0,
+            direct_bytes: None,
             seconds: self.started.elapsed().as_secs_f64(),
             error: None,
         };

@@ -126,6 +126,27 @@ pub struct SessionLog {
     pub seconds: f64,
     /// `None` on success, else why it failed.
     pub error: Option<String>,
+    /// With `--direct-io`, the file bytes written with `O_DIRECT` (the rest went through the
+    /// page cache); `None` without it.
+    pub direct_bytes: Option<u64>,
+}
+
+impl SessionLog {
+    /// With `--direct-io`, what went to the disk with `O_DIRECT`, for the session's line: a
+    /// file system that refuses it is otherwise written through the page cache silently.
+    pub fn direct_note(&self) -> Option<String> {
+        let direct = self.direct_bytes?;
+        Some(if direct == 0 && self.bytes > 0 {
+            "--direct-io: nothing written with O_DIRECT (the file system refused it, or every \
+             file was shorter than a block); written through the page cache"
+                .to_owned()
+        } else {
+            format!(
+                "{} of it written with O_DIRECT",
+                crate::report::human_bytes(direct)
+            )
+        })
+    }
 }
 
 /// The receiver daemon: binds `listen` and serves into `root` until `stop` is set.

@@ -278,5 +278,6 @@ pub(super) fn log(slot: &Slot, now: Instant) -> SessionLog {
         damaged_blocks: slot.app.damaged_blocks,
         seconds: now.saturating_since(slot.started).as_secs_f64(),
         error: slot.app.error.clone(),
+        direct_bytes: slot.app.sink.as_ref().and_then(Sink::direct_bytes),
     }
 }

@@ -51,7 +51,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use spate_proto::ranges::RangeSet;
@@ -75,11 +75,13 @@ const LAYOUT: Layout = match Layout::from_size_align(BLOCK_BYTES, ALIGN) {
     Err(_) => panic!("1 MiB aligned to 4 KiB is a valid layout"),
 };
 
-/// Staging buffers counted against a pool's and a session's limits.
+/// Staging buffers counted against a pool's and a session's limits, and the session's bytes
+/// written with `O_DIRECT` (for its log: a file system may refuse direct I/O silently).
 #[derive(Clone)]
 pub struct Budget {
     pool: Arc<AtomicUsize>,
     session: Arc<AtomicUsize>,
+    direct_bytes: Arc<AtomicU64>,
 }
 
 impl Budget {
@@ -88,7 +90,17 @@ impl Budget {
         Budget {
             pool,
             session: Arc::new(AtomicUsize::new(0)),
+            direct_bytes: Arc::default(),
         }
+    }
+
+    /// The session's count of bytes written with `O_DIRECT`.
+    pub fn direct_bytes(&self) -> Arc<AtomicU64> {
+        self.direct_bytes.clone()
+    }
+
+    fn wrote_direct(&self, bytes: usize) {
+        self.direct_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     /// Count one more buffer, if both limits allow it.
@@ -192,6 +204,11 @@ impl Blocks {
         self.free.pop().or_else(|| Aligned::new(&self.budget))
     }
 
+    /// `bytes` went to the disk with `O_DIRECT`.
+    fn wrote_direct(&self, bytes: usize) {
+        self.budget.wrote_direct(bytes);
+    }
+
     fn give(&mut self, a: Aligned) {
         self.free.push(a);
     }
@@ -291,6 +308,7 @@ impl DirectFile {
     /// file system refuses with `EINVAL` is made through `buffered`, and `fell_back` set.
     pub fn write_whole(
         &mut self,
+        blocks: &Blocks,
         i: u64,
         bytes: &[u8],
         buffered: &File,
@@ -301,7 +319,10 @@ impl DirectFile {
             return Ok(false);
         }
         match self.file.write_all_at(bytes, i * BLOCK) {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                blocks.wrote_direct(bytes.len());
+                Ok(true)
+            }
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                 *fell_back = true;
                 buffered.write_all_at(bytes, i * BLOCK)?;
@@ -329,6 +350,7 @@ impl DirectFile {
     /// the caller then ends direct I/O for this file with [`DirectFile::spill_all`].
     pub fn complete(
         &mut self,
+        blocks: &Blocks,
         i: u64,
         len: usize,
         buffered: &File,
@@ -342,7 +364,10 @@ impl DirectFile {
         let at = i * BLOCK;
         if len % ALIGN == 0 {
             match self.file.write_all_at(bytes, at) {
-                Ok(()) => return Ok(Some(Written(s.buf))),
+                Ok(()) => {
+                    blocks.wrote_direct(len);
+                    return Ok(Some(Written(s.buf)));
+                }
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => *fell_back = true,
                 Err(e) => return Err(e),
             }

@@ -125,6 +125,8 @@ pub struct Sink {
     /// block only, from an aligned place, so that a block that arrives in order goes to the
     /// disk as it is, without being staged.
     direct: bool,
+    /// Bytes the writer wrote with `O_DIRECT` (with `direct`).
+    direct_bytes: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// Contiguous bytes of one object, gathered for one write.
@@ -157,13 +159,15 @@ impl Sink {
         // anyway: buffers in circulation plus one outcome per object.
         let (back_tx, back) = channel();
         let lane = pool.lane();
+        let budget = direct.then(|| direct::Budget::new(pool.staged()));
+        let direct_bytes = budget.as_ref().map(direct::Budget::direct_bytes);
         lane.push(Job::Start {
             root,
             manifest: manifest.clone(),
             placed: placed.to_vec(),
             resume,
             back: back_tx,
-            direct: direct.then(|| direct::Budget::new(pool.staged())),
+            direct: budget,
         });
         Sink {
             lane,
@@ -172,7 +176,16 @@ impl Sink {
             cur: None,
             gone: false,
             direct,
+            direct_bytes,
         }
+    }
+
+    /// With direct I/O, the bytes written with `O_DIRECT` so far (the rest of the file bytes
+    /// went through the page cache: last blocks, spilled blocks, file systems that refuse it).
+    pub fn direct_bytes(&self) -> Option<u64> {
+        self.direct_bytes
+            .as_ref()
+            .map(|n| n.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Whether `len` more bytes can be queued now. When not, the caller drops the datagram

@@ -320,7 +320,9 @@ impl Writer {
                     let whole = at == 0 && to == block.end;
                     if whole && skip(piece) {
                         // Zeros into a file created sparse: the hole reads as them.
-                    } else if whole && d.write_whole(i, piece, &open.file, &mut fell_back)? {
+                    } else if whole
+                        && d.write_whole(blocks, i, piece, &open.file, &mut fell_back)?
+                    {
                         // On the disk as it came (the common case: a block that arrived in order).
                     } else if !d.stage(blocks, &open.file, i, at, piece)? && !skip(piece) {
                         open.file.write_all_at(piece, from)?;
@@ -503,11 +505,11 @@ fn complete_direct(
     i: u64,
     len: usize,
 ) -> io::Result<Option<Written>> {
-    let (Some(d), true) = (open.direct.as_mut(), blocks.is_some()) else {
+    let (Some(d), Some(b)) = (open.direct.as_mut(), blocks.as_ref()) else {
         return Ok(None);
     };
     let mut fell_back = false;
-    let w = d.complete(i, len, &open.file, &mut fell_back)?;
+    let w = d.complete(b, i, len, &open.file, &mut fell_back)?;
     if fell_back {
         end_direct(open, blocks)?;
     }
