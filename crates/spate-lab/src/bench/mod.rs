@@ -10,8 +10,9 @@
 //!    one network thread), the crypto limit of an encrypted transfer;
 //! 4. **Spate memory → memory**: `spate send` from a memory source to `spate serve --discard`,
 //!    encrypted (AES-256-GCM) with the default `fair` policy, again with `--cipher none`
-//!    (authenticated only: GMAC, which ring computes over associated data at ~13 Gbit/s per
-//!    core here, slower than it encrypts, so this row is no faster), and with `--policy fixed
+//!    (authenticated only: GMAC over the whole packet as associated data; ring computed that
+//!    at ~13 Gbit/s per core, slower than it encrypted, and aws-lc-rs, used since session 47,
+//!    does not have that gap), and with `--policy fixed
 //!    --rate 30G` (the driver's own limit, with no rate control). The encrypted row states the
 //!    AEAD's share of each end's CPU and how close the pair came to what the cores allow;
 //!    the encrypted run again with `--sealers 1` (full batches sealed and sent by a second
@@ -256,7 +257,8 @@ fn measure(place: &Place<'_>, exe: &Path, a: &BenchArgs, rows: &mut Vec<Row>) ->
 
     // The crypto limit of this CPU, measured now: the sender seals on its one network thread.
     eprintln!("[{}] AES-256-GCM seal rate, one core …", place.name);
-    let (seal, open) = crate::aead_cmd::measure(&ring::aead::AES_256_GCM, AEAD_PAYLOAD, 1, 0.5);
+    let (seal, open) =
+        crate::aead_cmd::measure(&aws_lc_rs::aead::AES_256_GCM, AEAD_PAYLOAD, 1, 0.5);
     rows.push(Row {
         path: place.name,
         test: AEAD_LIMIT,

@@ -6,10 +6,13 @@
 //! > in the clear and the tag is AES-256-GCM's over an empty plaintext with `Header | Body` as
 //! > associated data (GMAC).
 //!
-//! `ring` does the work (measured fastest here: 25–34 Gbit/s per core for AES-256-GCM at
-//! 1448 bytes). The packet is sealed where the session wrote it, so a GSO batch is never copied.
+//! `aws-lc-rs` does the work: measured fastest here (`spate-lab bench-aead`, 1432-byte
+//! packets, one core): AES-256-GCM sealed at 65 and opened at 55 Gbit/s, against ring's 48 and
+//! 49; ChaCha20-Poly1305 at 17 / 16 with either. (Until session 47 this was ring, then ahead at
+//! 34 against 22.) The packet is sealed where the session wrote it, so a GSO batch is never
+//! copied.
 
-use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, CHACHA20_POLY1305};
+use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, CHACHA20_POLY1305};
 
 use super::TAG_LEN;
 use crate::wire::HEADER_LEN;
@@ -96,7 +99,7 @@ impl PacketKey {
             self.key
                 .seal_in_place_separate_tag(self.nonce(pn), Aad::from(&*msg), &mut [])
         };
-        // ring fails only for inputs beyond 2^36 bytes; a packet is at most 64 KiB.
+        // The AEAD fails only for inputs beyond 2^36 bytes; a packet is at most 64 KiB.
         if let Ok(tag) = tag {
             tag_out.copy_from_slice(tag.as_ref());
         }
