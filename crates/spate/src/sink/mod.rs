@@ -121,11 +121,9 @@ pub struct Sink {
     cur: Option<Coalescing>,
     /// The writer is gone (its start was refused) and said so: nothing more will come.
     gone: bool,
-    /// Files are written with `O_DIRECT` (`direct.rs`): each buffer holds bytes of one
-    /// block only, from an aligned place, so that a block that arrives in order goes to the
-    /// disk as it is, without being staged.
-    direct: bool,
-    /// Bytes the writer wrote with `O_DIRECT` (with `direct`).
+    /// With direct I/O (`direct.rs`), the bytes the writer wrote with `O_DIRECT`. Each buffer
+    /// then holds bytes of one block only, from an aligned place, so that a block that
+    /// arrives in order goes to the disk as it is, without being staged.
     direct_bytes: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
@@ -175,7 +173,6 @@ impl Sink {
             buffers: Vec::new(),
             cur: None,
             gone: false,
-            direct,
             direct_bytes,
         }
     }
@@ -195,9 +192,14 @@ impl Sink {
         self.lane.has_room(len + self.span())
     }
 
+    /// Files are written with `O_DIRECT`.
+    fn direct(&self) -> bool {
+        self.direct_bytes.is_some()
+    }
+
     /// Bytes one coalescing buffer holds: [`WRITE_BUF`], or a block with direct I/O.
     fn span(&self) -> usize {
-        if self.direct {
+        if self.direct() {
             BLOCK as usize
         } else {
             WRITE_BUF
@@ -219,7 +221,7 @@ impl Sink {
 
     /// Queue `bytes` of `object` at `offset` for writing.
     pub fn write(&mut self, object: u32, mut offset: u64, mut bytes: &[u8]) {
-        if !self.direct {
+        if !self.direct() {
             self.put(object, offset, bytes);
             return;
         }
@@ -250,15 +252,15 @@ impl Sink {
         }
         if self.cur.is_none() {
             // With direct I/O one alignment's worth more, so that the bytes can start at an
-            // aligned address (a slice of an ordinary vector: no allocator of our own).
-            let extra = if self.direct { direct::ALIGN } else { 0 };
+            // aligned address.
+            let extra = if self.direct() { direct::ALIGN } else { 0 };
             let buf = self
                 .buffers
                 .pop()
                 .filter(|b| b.len() == span + extra)
                 .unwrap_or_else(|| vec![0; span + extra]);
-            let at = if self.direct {
-                buf.as_ptr().align_offset(direct::ALIGN).min(extra)
+            let at = if self.direct() {
+                direct::aligned_start(&buf)
             } else {
                 0
             };

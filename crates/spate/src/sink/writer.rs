@@ -346,7 +346,7 @@ impl Writer {
                 Some(w) => {
                     let hasher = h.finish_from(w.bytes(len));
                     if let Some(b) = blocks.as_mut() {
-                        DirectFile::recycle(b, w);
+                        b.recycle(w);
                     }
                     hasher
                 }
