@@ -419,6 +419,13 @@ struct GetArgs {
     /// No summary (errors are still printed).
     #[arg(short, long)]
     quiet: bool,
+    #[command(flatten)]
+    direct: DirectIoArgs,
+}
+
+/// `--direct-io` of the commands that receive (`serve`, `get`).
+#[derive(Args, Clone, Copy)]
+struct DirectIoArgs {
     /// Write received files with direct I/O (O_DIRECT): each whole 1 MiB block goes from
     /// memory to the disk past the page cache, which saves the receiver most of its CPU per
     /// byte on local disks (ext4, XFS; `spate-lab bench-io`) and leaves the page cache to other
@@ -577,14 +584,8 @@ struct ServeLimits {
     /// AES-256-GCM) [default: none below 4 cores, else all but two, at most 8].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=64))]
     openers: Option<u16>,
-    /// Write received files with direct I/O (O_DIRECT): each whole 1 MiB block goes from
-    /// memory to the disk past the page cache, which saves the receiver most of its CPU per
-    /// byte on local disks (ext4, XFS; `spate-lab bench-io`) and leaves the page cache to other
-    /// work. Where the file system refuses it (tmpfs before Linux 6.6, some network file
-    /// systems) files are written as usual. Not for disks slower per request than the network:
-    /// each block is one synchronous write.
-    #[arg(long)]
-    direct_io: bool,
+    #[command(flatten)]
+    direct: DirectIoArgs,
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -613,7 +614,7 @@ fn run(cli: Cli) -> Result<()> {
             };
             if once {
                 let root = root.context("--root is required")?;
-                return serve_once(&root, listen, port_range, limits_now, l.direct_io);
+                return serve_once(&root, listen, port_range, limits_now, l.direct.direct_io);
             }
             let key = match key {
                 Some(k) => k,
@@ -634,7 +635,7 @@ fn run(cli: Cli) -> Result<()> {
                 write_rate: l.write_rate,
                 send_rate: l.send_rate,
                 openers: l.openers,
-                direct_io: l.direct_io,
+                direct_io: l.direct.direct_io,
                 token,
                 retry_always,
                 json,

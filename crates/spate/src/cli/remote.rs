@@ -8,7 +8,10 @@ use anyhow::Result;
 use spate::report::human_bytes;
 
 use super::events::GetEvents;
-use super::{parse_target, send_cmd, session_json, GetArgs, JsonMode, RateArgs, SendArgs, Target};
+use super::{
+    parse_target, send_cmd, session_json, DirectIoArgs, GetArgs, JsonMode, RateArgs, SendArgs,
+    Target,
+};
 
 /// Started over ssh: when the client goes (stdin closes), go too.
 pub(crate) fn watch_stdin_and_exit() {
@@ -104,7 +107,7 @@ pub(crate) fn get_cmd(g: &GetArgs) -> Result<()> {
         resume: g.resume,
         rate_args: rate_args(&g.rate),
         receive_rate: daemon.and(g.rate.rate).map(|bps| bps / 8),
-        direct_io: g.direct_io,
+        direct_io: g.direct.direct_io,
     };
     let ssh = ssh_options(
         &g.remote.ssh,
@@ -220,7 +223,9 @@ pub(crate) fn cp_cmd(a: SendArgs) -> Result<()> {
         client: a.client.clone(),
         json: a.json,
         quiet: a.quiet,
-        direct_io: a.direct_io,
+        direct: DirectIoArgs {
+            direct_io: a.direct_io,
+        },
     };
     get_cmd(&g)
 }
