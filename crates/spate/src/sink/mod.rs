@@ -56,6 +56,10 @@ pub use pool::{Lane, WriterPool, LANE_BYTES, POOL_BYTES};
 
 /// Size of a write buffer: 256 KiB (181 chunks), large sequential writes.
 const WRITE_BUF: usize = 256 << 10;
+/// Returned write buffers a session keeps for reuse, bytes: 1 MiB (four buffers, or one with
+/// direct I/O). At full speed a buffer comes back while the next one fills, so a few never run
+/// dry; buffers beyond them are memory the queue's bound (`LANE_BYTES`) no longer counts.
+const SPARE_BYTES: usize = 1 << 20;
 
 /// Work for a session's writer, run in order on the pool.
 pub enum Job {
@@ -305,7 +309,12 @@ impl Sink {
         }
         loop {
             match self.back.try_recv() {
-                Ok(Back::Buffer(b)) => self.buffers.push(b),
+                // A few are kept for the next writes; the rest go. Kept all, a session whose
+                // queue once filled held its 64 MiB of buffers to its end, uncounted.
+                Ok(Back::Buffer(b)) if self.buffers.len() * self.span() < SPARE_BYTES => {
+                    self.buffers.push(b)
+                }
+                Ok(Back::Buffer(_)) => {}
                 Ok(Back::Outcome(o)) => return Some(o),
                 Err(TryRecvError::Empty) => return None,
                 Err(TryRecvError::Disconnected) => {

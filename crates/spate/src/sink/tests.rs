@@ -506,3 +506,25 @@ fn direct_io_leaves_zero_blocks_as_holes() {
         "{allocated} bytes allocated for 2 MiB of data"
     );
 }
+
+/// The buffers that come back from the writer are kept for reuse only up to `SPARE_BYTES`:
+/// a session whose queue once held 8 MiB does not keep 8 MiB of idle buffers to its end.
+#[test]
+fn a_session_keeps_few_spare_buffers() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = pattern(8 << 20);
+    let pool = pool();
+    let mut sink = start(
+        &pool,
+        dir.path(),
+        &Manifest::new(vec![file("b.bin", &data)]),
+    );
+    write(&mut sink, 1, 0, &data);
+    sink.wait_idle();
+    while sink.poll().is_some() {}
+    let spare: usize = sink.buffers.iter().map(Vec::len).sum();
+    assert!(
+        spare <= super::SPARE_BYTES,
+        "{spare} bytes of spare buffers kept"
+    );
+}
