@@ -8,6 +8,8 @@
 //! | `writer.rs` | one session's files: temporaries, block hashes, journal, verify and rename |
 //! | `part.rs` | opening a temporary file so that it is this session's alone |
 //! | `held.rs` | what a resuming session already holds |
+//! | `spares.rs` | written buffers kept for reuse, pool-wide and bounded |
+//! | `direct.rs` | writing with `O_DIRECT`: aligned blocks, staging, fallbacks |
 //!
 //! For each file the writer creates `.NAME.spate-part` next to the final name, sized to the
 //! file (a sparse file: ranges that arrive as zeros are left as holes). The temporary is
@@ -23,8 +25,8 @@
 //! one after the other, or overlapping only after the first placed it: the last rename wins,
 //! and each placed file is whole and verified.
 //!
-//! The network thread coalesces contiguous chunks into 256 KiB buffers; buffers come back
-//! through the result channel and are reused.
+//! The network thread coalesces contiguous chunks into 256 KiB buffers; written buffers go
+//! back to the pool and are filled again (`spares.rs`).
 //!
 //! **Resume.** Beside each temporary file the writer keeps a journal of the 1 MiB blocks
 //! written and their digests (`journal.rs`). A session that resumes reuses the blocks of a
@@ -38,6 +40,7 @@ mod direct;
 mod held;
 mod part;
 mod pool;
+mod spares;
 #[cfg(test)]
 mod tests;
 mod writer;
@@ -56,10 +59,6 @@ pub use pool::{Lane, WriterPool, LANE_BYTES, POOL_BYTES};
 
 /// Size of a write buffer: 256 KiB (181 chunks), large sequential writes.
 const WRITE_BUF: usize = 256 << 10;
-/// Returned write buffers a session keeps for reuse, bytes: 1 MiB (four buffers, or one with
-/// direct I/O). At full speed a buffer comes back while the next one fills, so a few never run
-/// dry; buffers beyond them are memory the queue's bound (`LANE_BYTES`) no longer counts.
-const SPARE_BYTES: usize = 1 << 20;
 
 /// Work for a session's writer, run in order on the pool.
 pub enum Job {
@@ -70,7 +69,7 @@ pub enum Job {
         manifest: Manifest,
         placed: Vec<String>,
         resume: bool,
-        back: Sender<Back>,
+        back: Sender<Outcome>,
         /// Write with `O_DIRECT`, staging within the pool's count of buffers (`direct.rs`).
         direct: Option<direct::Budget>,
     },
@@ -109,18 +108,11 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// What comes back from the writer: buffers to reuse, and outcomes.
-pub enum Back {
-    Buffer(Vec<u8>),
-    Outcome(Outcome),
-}
-
 /// The network thread's handle on a session's writer. Never blocks: data the writer cannot
 /// take now is refused by [`has_room`](Sink::has_room) before it is handed over.
 pub struct Sink {
     lane: Arc<Lane>,
-    back: Receiver<Back>,
-    buffers: Vec<Vec<u8>>,
+    back: Receiver<Outcome>,
     /// The coalescing buffer being filled.
     cur: Option<Coalescing>,
     /// The writer is gone (its start was refused) and said so: nothing more will come.
@@ -158,7 +150,7 @@ impl Sink {
         direct: bool,
     ) -> Sink {
         // Unbounded on purpose: the writer must never block on it. Its length is bounded
-        // anyway: buffers in circulation plus one outcome per object.
+        // anyway: one outcome per object, and a few more.
         let (back_tx, back) = channel();
         let lane = pool.lane();
         let budget = direct.then(|| direct::Budget::new(pool.staged()));
@@ -174,7 +166,6 @@ impl Sink {
         Sink {
             lane,
             back,
-            buffers: Vec::new(),
             cur: None,
             gone: false,
             direct_bytes,
@@ -259,9 +250,8 @@ impl Sink {
             // aligned address.
             let extra = if self.direct() { direct::ALIGN } else { 0 };
             let buf = self
-                .buffers
-                .pop()
-                .filter(|b| b.len() == span + extra)
+                .lane
+                .spare(span + extra)
                 .unwrap_or_else(|| vec![0; span + extra]);
             let at = if self.direct() {
                 direct::aligned_start(&buf)
@@ -302,26 +292,18 @@ impl Sink {
         self.lane.push(Job::Finish(object));
     }
 
-    /// The next outcome, if any (reclaims returned buffers on the way).
+    /// The next outcome, if any.
     pub fn poll(&mut self) -> Option<Outcome> {
         if self.gone {
             return None;
         }
-        loop {
-            match self.back.try_recv() {
-                // A few are kept for the next writes; the rest go. Kept all, a session whose
-                // queue once filled held its 64 MiB of buffers to its end, uncounted.
-                Ok(Back::Buffer(b)) if self.buffers.len() * self.span() < SPARE_BYTES => {
-                    self.buffers.push(b)
-                }
-                Ok(Back::Buffer(_)) => {}
-                Ok(Back::Outcome(o)) => return Some(o),
-                Err(TryRecvError::Empty) => return None,
-                Err(TryRecvError::Disconnected) => {
-                    // Reported once: a writer whose start was refused said why already.
-                    self.gone = true;
-                    return Some(Outcome::Failed("the writer stopped".into()));
-                }
+        match self.back.try_recv() {
+            Ok(o) => Some(o),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => {
+                // Reported once: a writer whose start was refused said why already.
+                self.gone = true;
+                Some(Outcome::Failed("the writer stopped".into()))
             }
         }
     }

@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+use super::spares::Spares;
 use super::writer::Writer;
 use super::Job;
 
@@ -59,6 +60,8 @@ struct Shared {
     /// Bytes per second all workers together may write (`spate serve --write-rate`), and
     /// when the writes so far are paid for.
     pace: Option<(u64, Mutex<std::time::Instant>)>,
+    /// Written buffers, for the network thread to fill again (`spares.rs`).
+    spares: Spares,
 }
 
 impl Shared {
@@ -121,6 +124,7 @@ impl WriterPool {
             pace: rate
                 .filter(|&r| r > 0)
                 .map(|r| (r, Mutex::new(std::time::Instant::now()))),
+            spares: Spares::default(),
         });
         let mut handles = Vec::new();
         for i in 0..threads.max(1) {
@@ -240,6 +244,17 @@ impl Lane {
         self.shared.queued.fetch_sub(len, Ordering::Relaxed);
     }
 
+    /// A spare write buffer of `len` bytes, if the pool kept one (`spares.rs`).
+    pub fn spare(&self, len: usize) -> Option<Vec<u8>> {
+        self.shared.spares.take(len)
+    }
+
+    /// Bytes of spare write buffers the pool keeps.
+    #[cfg(test)]
+    pub fn spare_bytes(&self) -> usize {
+        self.shared.spares.bytes()
+    }
+
     /// Bytes queued and not yet written.
     pub fn queued(&self) -> usize {
         self.queued.load(Ordering::Relaxed)
@@ -279,9 +294,13 @@ fn work(shared: &Shared) {
                 _ => None,
             };
             shared.pace(bytes.unwrap_or(0));
-            Writer::run(&mut writer, job);
+            let buf = Writer::run(&mut writer, job);
             if let Some(len) = bytes {
                 lane.release(len);
+            }
+            if let Some(buf) = buf {
+                let queued = shared.queued.load(Ordering::Relaxed);
+                shared.spares.give(buf, queued);
             }
         }
         let mut st = lock(&lane.state);

@@ -15,7 +15,7 @@ use spate_proto::{EntryKind, Manifest};
 
 use super::direct::{Blocks, DirectFile, Written};
 use super::held::{find_held, Held};
-use super::{part, Back, Job, Outcome};
+use super::{part, Job, Outcome};
 use crate::confine::{Root, Target};
 use crate::journal::{self, Journal, BLOCK};
 use crate::scan::digest_reader;
@@ -27,7 +27,7 @@ pub struct Writer {
     targets: Vec<Target>,
     /// Each entry's path relative to the root, for messages.
     names: Vec<String>,
-    back: Sender<Back>,
+    back: Sender<Outcome>,
     open: HashMap<u32, Open>,
     held: Held,
     failed: bool,
@@ -99,8 +99,8 @@ impl Open {
 
 impl Writer {
     /// Run `job` for the session whose writer is `slot` (`None` before `Start`, and after a
-    /// start that failed or `Close`).
-    pub fn run(slot: &mut Option<Box<Writer>>, job: Job) {
+    /// start that failed or `Close`). A write's buffer is given back when done with.
+    pub fn run(slot: &mut Option<Box<Writer>>, job: Job) -> Option<Vec<u8>> {
         match (job, slot.as_mut()) {
             (
                 Job::Start {
@@ -114,12 +114,17 @@ impl Writer {
                 _,
             ) => {
                 let blocks = direct.map(Blocks::new);
-                *slot = Writer::start(&root, manifest, &placed, resume, back, blocks).map(Box::new)
+                *slot = Writer::start(&root, manifest, &placed, resume, back, blocks).map(Box::new);
+                None
             }
-            (Job::Close, _) => *slot = None,
+            (Job::Close, _) => {
+                *slot = None;
+                None
+            }
             (job, Some(w)) => w.handle(job),
-            // No writer (its start was refused): nothing to write; buffers are dropped.
-            (_, None) => {}
+            // No writer (its start was refused): nothing to write.
+            (Job::Write { buf, .. }, None) => Some(buf),
+            (_, None) => None,
         }
     }
 
@@ -130,7 +135,7 @@ impl Writer {
         manifest: Manifest,
         placed: &[String],
         resume: bool,
-        back: Sender<Back>,
+        back: Sender<Outcome>,
         blocks: Option<Blocks>,
     ) -> Option<Writer> {
         let mut w = Writer {
@@ -167,22 +172,23 @@ impl Writer {
             } else {
                 format!("cannot create '{path}': {msg}")
             };
-            let _ = w.back.send(Back::Outcome(Outcome::Refused(msg)));
+            let _ = w.back.send(Outcome::Refused(msg));
             return None;
         }
         if resume {
             w.held = find_held(&w.manifest, &w.targets);
             let ranges = w.held.ranges(&w.manifest);
             let damaged_blocks = w.held.damaged_blocks;
-            let _ = w.back.send(Back::Outcome(Outcome::Held {
+            let _ = w.back.send(Outcome::Held {
                 ranges,
                 damaged_blocks,
-            }));
+            });
         }
         Some(w)
     }
 
-    fn handle(&mut self, job: Job) {
+    /// Run `job`; a write's buffer comes back.
+    fn handle(&mut self, job: Job) -> Option<Vec<u8>> {
         match job {
             Job::Write {
                 object,
@@ -196,11 +202,11 @@ impl Writer {
                         self.fail(object, "writing", &e);
                     }
                 }
-                let _ = self.back.send(Back::Buffer(buf));
+                return Some(buf);
             }
             Job::Finish(object) if !self.failed => match self.finish(object) {
                 Ok(()) => {
-                    let _ = self.back.send(Back::Outcome(Outcome::Done(object)));
+                    let _ = self.back.send(Outcome::Done(object));
                 }
                 Err(e) => self.fail(object, "finishing", &e),
             },
@@ -211,6 +217,7 @@ impl Writer {
             }
             Job::Abort { keep: true } => self.open.clear(),
         }
+        None
     }
 
     /// Remove the directories this session created that are still empty, deepest first.
@@ -484,7 +491,7 @@ impl Writer {
             }
             drop(open);
         }
-        let _ = self.back.send(Back::Outcome(Outcome::Failed(msg)));
+        let _ = self.back.send(Outcome::Failed(msg));
     }
 
     fn remove_temporaries(&mut self) {
