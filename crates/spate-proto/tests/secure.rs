@@ -74,6 +74,9 @@ struct Setup {
     refuse: bool,
     /// Server answers HELLOs without a valid token with RETRY.
     retry: bool,
+    /// Drive the sender through `poll_transmit_deferred` and seal each batch after it was
+    /// written, instead of `poll_transmit` (which seals as it writes).
+    seal_after: bool,
 }
 
 impl Setup {
@@ -85,6 +88,7 @@ impl Setup {
             batch: 4,
             refuse: false,
             retry: false,
+            seal_after: false,
         }
     }
 }
@@ -126,7 +130,18 @@ fn run(setup: &Setup, middle: &mut Middle<'_>) -> Run {
         }
     };
     for _ in 0..2_000_000 {
-        while let Some(t) = sender.poll_transmit(now, &mut buf, &mut source) {
+        while let Some(t) = if setup.seal_after {
+            sender
+                .poll_transmit_deferred(now, &mut buf, &mut source)
+                .map(|(t, sealer)| {
+                    if let Some(s) = sealer {
+                        s.seal_batch(&mut buf[..t.len], t.segment_size);
+                    }
+                    t
+                })
+        } else {
+            sender.poll_transmit(now, &mut buf, &mut source)
+        } {
             for d in buf[..t.len].chunks(t.segment_size) {
                 seen.push((true, d.to_vec()));
                 put(&mut wire, now, true, d, n_fwd);
@@ -286,6 +301,42 @@ fn a_protected_transfer_completes_and_no_datagram_carries_the_plaintext() {
         let rx = r.receiver.as_ref().unwrap();
         assert_eq!(rx.cipher(), cipher);
         assert_eq!(rx.secure_stats().not_authentic, 0);
+    }
+}
+
+/// Sealing DATA payloads from the send buffer as they are written (`poll_transmit`) puts the
+/// same bytes on the wire as copying them into the packets and sealing the batch afterwards,
+/// with each cipher, over a lossy path (so retransmissions and probes are among them).
+#[test]
+fn sealing_while_writing_sends_the_same_datagrams_as_sealing_after() {
+    let sizes = [300_000, 0, 5_000, 2_100_000];
+    for cipher in [
+        Cipher::Aes256Gcm,
+        Cipher::ChaCha20Poly1305,
+        Cipher::AuthOnly,
+    ] {
+        let mut runs = [false, true].map(|seal_after| {
+            let mut setup = Setup::new(&sizes);
+            setup.cipher = cipher;
+            setup.seal_after = seal_after;
+            run(&setup, &mut |to_rx, n, d| {
+                if to_rx && n % 37 == 5 {
+                    vec![]
+                } else {
+                    deliver(d)
+                }
+            })
+        });
+        for r in &runs {
+            assert_exact(r, &sizes);
+        }
+        let [a, b] = &mut runs;
+        assert!(
+            a.seen.len() > 1_000,
+            "{cipher:?}: {} datagrams",
+            a.seen.len()
+        );
+        assert!(a.seen == b.seen, "{cipher:?}: the wire bytes differ");
     }
 }
 

@@ -337,6 +337,14 @@ pub fn send_via(
             loop {
                 let (len, seg) = match pending.take() {
                     Some(p) => p,
+                    // Sealed on this thread: as the packets are written, each payload
+                    // encrypted from the send buffer into its packet (no copy in between).
+                    None if pool.is_none() => {
+                        let Some(t) = sender.poll_transmit(now, &mut buf, source) else {
+                            break;
+                        };
+                        (t.len, t.segment_size)
+                    }
                     None => {
                         let Some((t, sealer)) =
                             sender.poll_transmit_deferred(now, &mut buf, source)

@@ -53,6 +53,16 @@ pub struct SecureStats {
     pub replayed: u64,
 }
 
+/// What becomes of datagrams the session wrote ([`SecureSender::written`]).
+enum Written {
+    /// Ready to send (a HELLO).
+    Ready(Transmit),
+    /// To be sealed with the session's keys.
+    ToSeal(Transmit),
+    /// Not sent.
+    Dropped,
+}
+
 /// A [`Sender`] whose packets are protected.
 pub struct SecureSender {
     inner: Sender,
@@ -162,7 +172,9 @@ impl SecureSender {
         self.inner.is_closed()
     }
 
-    /// The session's next datagrams, protected (see [`Sender::poll_transmit`]).
+    /// The session's next datagrams, protected (see [`Sender::poll_transmit`]). Sealed as
+    /// they are written: DATA payloads are encrypted from the send buffer into their packets,
+    /// never copied in first (`sender/deferred.rs`).
     #[must_use]
     pub fn poll_transmit(
         &mut self,
@@ -170,11 +182,18 @@ impl SecureSender {
         buf: &mut [u8],
         source: &mut impl Source,
     ) -> Option<Transmit> {
-        let (t, sealer) = self.poll_transmit_deferred(now, buf, source)?;
-        if let Some(s) = sealer {
-            s.seal_batch(&mut buf[..t.len], t.segment_size);
+        loop {
+            let t = self.inner.poll_transmit_deferring(now, buf, source)?;
+            match self.written(buf, t)? {
+                Written::Ready(t) => return Some(t),
+                Written::Dropped => {}
+                Written::ToSeal(t) => {
+                    let prot = self.prot.as_mut()?;
+                    prot.seal_batch_deferred(&mut buf[..t.len], t.segment_size, &self.inner);
+                    return Some(t);
+                }
+            }
         }
-        Some(t)
     }
 
     /// [`poll_transmit`](Self::poll_transmit), leaving the sealing of the batch to the caller,
@@ -189,25 +208,39 @@ impl SecureSender {
     ) -> Option<(Transmit, Option<Sealer>)> {
         loop {
             let t = self.inner.poll_transmit(now, buf, source)?;
-            if buf[1] & 0x0f == PacketType::Hello as u8 {
-                if self.hello.is_empty() && !self.build_hello(&buf[..t.len]) {
-                    continue;
+            match self.written(buf, t)? {
+                Written::Ready(t) => return Some((t, None)),
+                Written::Dropped => {}
+                Written::ToSeal(t) => {
+                    let sealer = self
+                        .prot
+                        .as_mut()?
+                        .sealer_for(&mut buf[..t.len], t.segment_size);
+                    return Some((t, sealer));
                 }
-                let n = self.hello.len();
-                buf.get_mut(..n)?.copy_from_slice(&self.hello);
-                let t = Transmit {
-                    len: n,
-                    segment_size: n,
-                };
-                return Some((t, None));
             }
-            let Some(prot) = self.prot.as_mut() else {
-                // No keys yet (a CLOSE during the handshake): nothing may leave unsealed.
-                continue;
-            };
-            let sealer = prot.sealer_for(&mut buf[..t.len], t.segment_size);
-            return Some((t, sealer));
         }
+    }
+
+    /// What becomes of the datagrams the session just wrote into `buf`: a HELLO is replaced
+    /// by its Noise message (ready to send), anything else is sealed — or dropped while there
+    /// are no keys (a CLOSE during the handshake: nothing may leave unsealed).
+    fn written(&mut self, buf: &mut [u8], t: Transmit) -> Option<Written> {
+        if buf[1] & 0x0f == PacketType::Hello as u8 {
+            if self.hello.is_empty() && !self.build_hello(&buf[..t.len]) {
+                return Some(Written::Dropped);
+            }
+            let n = self.hello.len();
+            buf.get_mut(..n)?.copy_from_slice(&self.hello);
+            return Some(Written::Ready(Transmit {
+                len: n,
+                segment_size: n,
+            }));
+        }
+        Some(match self.prot {
+            Some(_) => Written::ToSeal(t),
+            None => Written::Dropped,
+        })
     }
 
     /// Wrap the session's first HELLO in Noise message 1 (§9.2).

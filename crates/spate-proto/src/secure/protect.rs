@@ -9,6 +9,11 @@ use super::replay::ReplayWindow;
 use super::schedule::{OpenKeys, Opener, SealKeys, Sealer};
 use super::{Cipher, INTEGRITY_LIMIT};
 use crate::event::DropReason;
+use crate::sender::Sender;
+use crate::wire::{DATA_OVERHEAD, HEADER_LEN};
+
+/// Bytes of a DATA packet's body before its payload (object and offset, spec §4.3).
+const DATA_FIELDS: usize = DATA_OVERHEAD - HEADER_LEN;
 
 /// Keys of both directions and the replay window of the incoming one.
 pub(crate) struct Protection {
@@ -32,6 +37,23 @@ impl Protection {
     pub(crate) fn seal_batch(&mut self, batch: &mut [u8], stride: usize) {
         for seg in batch.chunks_mut(stride.max(1)) {
             self.seal.seal(packet_number(seg), seg);
+        }
+    }
+
+    /// Seal a batch `sender` wrote with its payloads deferred (`sender/deferred.rs`): those
+    /// are encrypted from its send buffer into their packets, the rest sealed in place. A
+    /// packet whose payload the buffer no longer held (nothing between writing and sealing
+    /// can cause it) is left unsealed: it does not open, and is lost like any other.
+    pub(crate) fn seal_batch_deferred(&mut self, batch: &mut [u8], stride: usize, sender: &Sender) {
+        let stride = stride.max(1);
+        let mut deferred = sender.deferred_payloads().peekable();
+        for (i, seg) in batch.chunks_mut(stride).enumerate() {
+            let pn = packet_number(seg);
+            match deferred.next_if(|&(at, _)| at == i * stride) {
+                Some((_, Some(payload))) => self.seal.seal_from(pn, seg, DATA_FIELDS, payload),
+                Some((_, None)) => {}
+                None => self.seal.seal(pn, seg),
+            }
         }
     }
 

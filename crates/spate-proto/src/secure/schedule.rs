@@ -116,6 +116,12 @@ impl SealKeys {
         self.key.seal(pn, packet);
     }
 
+    /// Seal the packet numbered `pn` whose payload is elsewhere ([`PacketKey::seal_from`]).
+    pub(crate) fn seal_from(&mut self, pn: u64, packet: &mut [u8], fields: usize, payload: &[u8]) {
+        self.advance(pn);
+        self.key.seal_from(pn, packet, fields, payload);
+    }
+
     /// The sealer of packets `first..=last` if they are in one epoch (a batch that crosses an
     /// epoch, once in 2^23 packets, is sealed here instead).
     pub(crate) fn sealer(&mut self, first: u64, last: u64) -> Option<Sealer> {

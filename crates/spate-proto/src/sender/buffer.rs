@@ -201,12 +201,22 @@ impl SendBuffer {
         n.saturating_add(self.next.1)
     }
 
+    /// The bytes of `chunk` where they are held, if one block holds them all (every chunk but
+    /// the one that straddles two blocks read from the source).
+    pub fn slice(&self, chunk: Chunk) -> Option<&[u8]> {
+        let b = self.blocks.get(self.first_block(chunk))?;
+        if b.object != chunk.object || b.offset > chunk.offset {
+            return None;
+        }
+        let from = usize::try_from(chunk.offset - b.offset).ok()?;
+        b.data.get(from..from.checked_add(chunk.len as usize)?)
+    }
+
     /// Copy the bytes of `chunk` into `dst` (its length). False if they are not all held,
     /// which the session's bookkeeping rules out: a chunk not yet acknowledged keeps its
     /// blocks.
     pub fn copy(&self, chunk: Chunk, dst: &mut [u8]) -> bool {
-        let key = (chunk.object, chunk.offset);
-        let mut i = self.blocks.partition_point(|b| (b.object, b.end()) <= key);
+        let mut i = self.first_block(chunk);
         let mut at = chunk.offset;
         let mut out = 0;
         while out < dst.len() {
@@ -224,6 +234,12 @@ impl SendBuffer {
             i += 1;
         }
         true
+    }
+
+    /// The index of the first block that may hold the start of `chunk`.
+    fn first_block(&self, chunk: Chunk) -> usize {
+        let key = (chunk.object, chunk.offset);
+        self.blocks.partition_point(|b| (b.object, b.end()) <= key)
     }
 
     /// Release the blocks whose every chunk is in `delivered` (per object), and compact those

@@ -23,10 +23,12 @@
 //! | `request.rs` | asking for reports sooner than the Feedback Interval on short paths |
 //! | `resume.rs` | waiting for HAVE and skipping what the receiver holds |
 //! | `buffer.rs` | the object bytes in flight, from the source until acknowledged |
+//! | `deferred.rs` | DATA payloads left for the sealer to encrypt from the send buffer |
 //! | `coding.rs` | coded blocks and their repair symbols (§6.9) |
 
 mod buffer;
 mod coding;
+mod deferred;
 mod feedback;
 mod request;
 mod resume;
@@ -196,6 +198,8 @@ pub struct Sender {
     retransmit: VecDeque<Chunk>,
     /// Object bytes from the source until acknowledged.
     buffer: buffer::SendBuffer,
+    /// Payloads the sealer fills from `buffer` (`deferred.rs`).
+    deferred: deferred::Deferred,
     /// Next new byte to send.
     cursor: (u32, u64),
     /// End of the last non-empty object: new data remains while `cursor < data_end`.
@@ -296,6 +300,7 @@ impl Sender {
             watermark: (0, 0),
             retransmit: VecDeque::new(),
             buffer: buffer::SendBuffer::new(cfg.send_buffer),
+            deferred: deferred::Deferred::default(),
             cursor: (0, 0),
             data_end: (0, 0),
             data_bytes: 0,

@@ -45,6 +45,42 @@ impl Sender {
         buf: &mut [u8],
         source: &mut impl Source,
     ) -> Option<Transmit> {
+        self.deferred.start(false);
+        self.transmit(now, buf, source)
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit), leaving the payloads of DATA packets whose
+    /// chunk one block holds unfilled for the sealer (`deferred.rs`), which must seal them with
+    /// [`deferred_payloads`](Self::deferred_payloads) before the batch is sent.
+    pub(crate) fn poll_transmit_deferring(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut impl Source,
+    ) -> Option<Transmit> {
+        self.deferred.start(true);
+        let t = self.transmit(now, buf, source);
+        self.deferred.on = false;
+        t
+    }
+
+    /// The DATA packets of the last [`poll_transmit_deferring`](Self::poll_transmit_deferring)
+    /// left without their payload: where each starts in its buffer, and the payload's bytes
+    /// (`None` only if the send buffer no longer held them, which nothing between the two
+    /// calls can cause).
+    pub(crate) fn deferred_payloads(&self) -> impl Iterator<Item = (usize, Option<&[u8]>)> {
+        self.deferred
+            .packets
+            .iter()
+            .map(|&(at, c)| (at, self.buffer.slice(c)))
+    }
+
+    fn transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        source: &mut impl Source,
+    ) -> Option<Transmit> {
         if let Some((code, reason)) = self.close_pending.take() {
             let len = self.write_close(buf, code, &reason)?;
             return Some(Transmit {
@@ -253,7 +289,7 @@ impl Sender {
                     probe: true,
                     keep: self.in_coded_block(c),
                 };
-                self.write_data(now, buf, c, flags)
+                self.write_data(now, buf, 0, c, flags)
             }
             None => self.write_ping(now, buf),
         }
@@ -308,7 +344,7 @@ impl Sender {
                     probe: self.request_report(now),
                     keep,
                 };
-                let Some(n) = self.write_data(now, &mut buf[len..], chunk, flags) else {
+                let Some(n) = self.write_data(now, buf, len, chunk, flags) else {
                     if retransmission {
                         self.retransmit.push_front(chunk);
                     }
@@ -371,14 +407,18 @@ impl Sender {
         self.hold_of(c).is_none().then_some(c)
     }
 
+    /// A DATA packet of `chunk` at `at` in `buf` (its payload left for the sealer when
+    /// deferring, `deferred.rs`).
     fn write_data(
         &mut self,
         now: Instant,
         buf: &mut [u8],
+        at: usize,
         chunk: Chunk,
         flags: DataFlags,
     ) -> Option<usize> {
         let total = DATA_OVERHEAD + chunk.len as usize + self.cfg.overhead.tag;
+        let buf = buf.get_mut(at..)?;
         if buf.len() < total {
             return None;
         }
@@ -392,6 +432,8 @@ impl Sender {
         if chunk.object == 0 {
             let start = chunk.offset as usize;
             payload.copy_from_slice(&self.manifest_bytes[start..start + chunk.len as usize]);
+        } else if self.deferred.on && self.buffer.slice(chunk).is_some() {
+            self.deferred.packets.push((at, chunk));
         } else if !self.buffer.copy(chunk, payload) {
             let err = SessionError::Source {
                 object: chunk.object,
