@@ -42,8 +42,8 @@ enum Command {
     BenchIo(bench::BenchArgs),
     TestVectors(vectors_cmd::VectorsArgs),
     /// Measure how fast this machine seals and opens packets with AES-256-GCM and
-    /// ChaCha20-Poly1305 (ring), on one core and on all: the crypto limit of encrypted
-    /// transfers.
+    /// ChaCha20-Poly1305 (aws-lc-rs, as Spate does), on one core and on all: the crypto limit
+    /// of encrypted transfers.
     BenchAead(aead_cmd::AeadArgs),
     /// Measure what coding (repair symbols, spec §6.9) costs this machine's CPU: encoding a
     /// block and rebuilding it at 1 % and 2 % loss, in % of a core per Gbit/s.
