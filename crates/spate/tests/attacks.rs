@@ -385,16 +385,33 @@ fn drive(
     server: SocketAddr,
     secs: f64,
 ) {
+    drive_sending_one_in(cfg, session, m, sock, server, secs, 1);
+}
+
+/// [`drive`], sending only one datagram in `every` (the others are written and never sent).
+fn drive_sending_one_in(
+    cfg: SenderConfig,
+    session: u32,
+    m: &Manifest,
+    sock: &UdpSocket,
+    server: SocketAddr,
+    secs: f64,
+    every: u64,
+) {
     let clock = Instant::now();
     let now = || spate_proto::Instant::from_micros(clock.elapsed().as_micros() as u64);
     let params = client_params(&client_identity());
     let mut snd = SecureSender::new(cfg, session, m, now(), params).unwrap();
     let mut buf = vec![0u8; 65_536];
+    let mut n = 0u64;
     while clock.elapsed().as_secs_f64() < secs && !snd.is_closed() {
         while let Some(tx) = snd.poll_transmit(now(), &mut buf, &mut Zeros) {
             // A transmit may hold several datagrams (for GSO): one send each.
             for d in buf[..tx.len].chunks(tx.segment_size) {
-                let _ = sock.send_to(d, server);
+                if n % every == 0 {
+                    let _ = sock.send_to(d, server);
+                }
+                n += 1;
             }
         }
         while let Ok(n) = sock.recv(&mut buf) {
@@ -413,6 +430,18 @@ fn cpu_seconds(pid: u32) -> f64 {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
     ticks / 100.0
+}
+
+/// A hostile client that claims a 4 TiB file (as [`claim_a_huge_file`]) and sends only one
+/// datagram in three of its data, so that none continues the one before it.
+fn scatter_into_a_huge_file(sock: &UdpSocket, server: SocketAddr, session: u32, secs: f64) {
+    let mut e = Entry::file("huge.bin", 4 << 40);
+    e.digest = Some([1; 32]);
+    let mut m = Manifest::new(vec![e]);
+    m.destination = format!("s{session:x}/");
+    let mut cfg = SenderConfig::new(RateConfig::fixed(50_000_000));
+    cfg.resume = true;
+    drive_sending_one_in(cfg, session, &m, sock, server, secs, 3);
 }
 
 /// Resident and peak memory of a process, KiB.
@@ -443,6 +472,51 @@ fn sixty_four_hostile_sessions_hold_bounded_memory() {
 #[test]
 fn sixty_four_hostile_sessions_hold_bounded_memory_with_direct_io() {
     hostile_sessions_against(&["--direct-io"], 256 + 64 + 48);
+}
+
+/// Sixteen hostile sessions whose data never continues itself (one datagram in three sent),
+/// into a server whose disk takes 1 MB/s (`--write-rate`), so that their queues fill: the
+/// queues count the buffers they hold, not the bytes in them, and the server's peak resident
+/// memory stays within the same bound. Before, each 1.4 kB datagram held a whole 256 KiB
+/// buffer counted as 1.4 kB: one such session alone took the server to 476 MiB in 3 s.
+#[test]
+fn scattered_data_holds_bounded_memory() {
+    for extra in [&[][..], &["--direct-io"][..]] {
+        let _serial = serial();
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        fs::create_dir(&root).unwrap();
+        let mut args = vec!["--max-sessions", "17", "--write-rate", "8M"];
+        args.extend_from_slice(extra);
+        let s = serve_with(&root, free_port(), &args);
+        let pid = s.child.id();
+        let server: SocketAddr = format!("127.0.0.1:{}", s.port).parse().unwrap();
+        let threads: Vec<_> = (0..16u32)
+            .map(|i| {
+                std::thread::spawn(move || {
+                    let sock = socket_at(89, 0, i as u8 + 1);
+                    scatter_into_a_huge_file(&sock, server, 0x4200_0000 + i, 3.0);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let (now, hwm) = memory_kib(pid);
+        eprintln!("spate serve {extra:?}: {hwm} KiB peak, {now} KiB after, 16 scattering sessions");
+        assert!(hwm < 256 << 10, "{extra:?}: peak resident memory {hwm} KiB");
+        let writing = fs::read_dir(&root)
+            .unwrap()
+            .filter(|d| {
+                d.as_ref()
+                    .unwrap()
+                    .path()
+                    .join(".huge.bin.spate-part")
+                    .exists()
+            })
+            .count();
+        assert!(writing >= 8, "only {writing} sessions got to write");
+    }
 }
 
 /// 64 hostile sessions against a server started with `extra` options; its peak resident

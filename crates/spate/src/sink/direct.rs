@@ -68,7 +68,7 @@ pub const SESSION_BLOCKS: usize = 16;
 /// up to 256 MiB more, `POOL_BYTES`).
 pub const POOL_BLOCKS: usize = 64;
 
-const BLOCK_BYTES: usize = BLOCK as usize;
+pub(super) const BLOCK_BYTES: usize = BLOCK as usize;
 
 /// Staging buffers counted against a pool's and a session's limits, and the session's bytes
 /// written with `O_DIRECT` (for its log: a file system may refuse direct I/O silently).

@@ -59,6 +59,8 @@ pub use pool::{Lane, WriterPool, LANE_BYTES, POOL_BYTES};
 
 /// Size of a write buffer: 256 KiB (181 chunks), large sequential writes.
 const WRITE_BUF: usize = 256 << 10;
+/// A buffer less than 1/`SPARSE` full is queued as a copy of its bytes (`Sink::flush`).
+const SPARSE: usize = 4;
 
 /// Work for a session's writer, run in order on the pool.
 pub enum Job {
@@ -205,7 +207,7 @@ impl Sink {
     /// Write Limit, spec §7.4): the queue's room, less the buffer being filled and one more
     /// for the datagram [`has_room`](Self::has_room) must still accept.
     pub fn room(&self) -> u64 {
-        let filling = self.cur.as_ref().map_or(0, |c| c.used);
+        let filling = self.cur.as_ref().map_or(0, |c| c.buf.len());
         self.lane.room().saturating_sub(filling + 2 * self.span()) as u64
     }
 
@@ -274,13 +276,25 @@ impl Sink {
         }
     }
 
+    /// Queue the coalescing buffer. One less than a quarter full goes as a copy of its bytes,
+    /// and the buffer to the spares: the queue counts each job by its buffer's size (the
+    /// memory it holds), so a job holds at most 4× its bytes, and a run of datagrams that
+    /// never continue one another — a hostile peer's, or retransmissions filling holes — is
+    /// counted at about what it holds instead of a whole buffer each.
     fn flush(&mut self) {
         if let Some(c) = self.cur.take() {
+            let (buf, at) = if c.used * SPARSE < c.buf.len() {
+                let bytes = c.buf[c.at..c.at + c.used].to_vec();
+                self.lane.give_spare(c.buf);
+                (bytes, 0)
+            } else {
+                (c.buf, c.at)
+            };
             self.lane.push(Job::Write {
                 object: c.object,
                 offset: c.offset,
-                buf: c.buf,
-                at: c.at,
+                buf,
+                at,
                 len: c.used,
             });
         }

@@ -6,7 +6,10 @@
 //! threads at once, sessions take turns, and one session with a slow disk (or a huge manifest
 //! to create) occupies one worker at most — the others keep writing.
 //!
-//! A lane counts the bytes queued on it; the network thread asks [`Lane::has_room`] before
+//! A lane counts the bytes queued on it — the size of each queued job's buffer, the memory it
+//! holds, not the bytes of data in it (a peer whose datagrams never continue one another made
+//! each 1400-byte datagram hold a 256 KiB buffer, see `Sink::flush`); the network thread asks
+//! [`Lane::has_room`] before
 //! handing a session more data and drops DATA it cannot queue (the sender retransmits it), so
 //! the network thread never blocks on a writer and memory for queued data is bounded by
 //! [`LANE_BYTES`] per session and [`POOL_BYTES`] in all. Dropping is the last resort: each
@@ -197,13 +200,14 @@ impl Drop for WriterPool {
 }
 
 impl Lane {
-    /// Queue `job` (after every job queued before it).
+    /// Queue `job` (after every job queued before it). A write counts by its buffer's size.
     pub fn push(self: &Arc<Self>, job: Job) {
-        if let Job::Write { len, .. } = &job {
-            if self.queued.fetch_add(*len, Ordering::Relaxed) == 0 {
+        if let Job::Write { buf, .. } = &job {
+            let held = buf.len();
+            if self.queued.fetch_add(held, Ordering::Relaxed) == 0 {
                 self.shared.active.fetch_add(1, Ordering::Relaxed);
             }
-            self.shared.queued.fetch_add(*len, Ordering::Relaxed);
+            self.shared.queued.fetch_add(held, Ordering::Relaxed);
         }
         let mut st = lock(&self.state);
         st.jobs.push_back(job);
@@ -236,7 +240,7 @@ impl Lane {
         share.saturating_sub(queued).min(pool)
     }
 
-    /// `len` queued bytes were written.
+    /// A write whose buffer held `len` bytes is done.
     fn release(&self, len: usize) {
         if self.queued.fetch_sub(len, Ordering::Relaxed) == len {
             self.shared.active.fetch_sub(1, Ordering::Relaxed);
@@ -249,10 +253,29 @@ impl Lane {
         self.shared.spares.take(len)
     }
 
+    /// Give a write buffer not used after all to the pool's spares.
+    pub fn give_spare(&self, buf: Vec<u8>) {
+        let queued = self.shared.queued.load(Ordering::Relaxed);
+        self.shared.spares.give(buf, queued);
+    }
+
     /// Bytes of spare write buffers the pool keeps.
     #[cfg(test)]
     pub fn spare_bytes(&self) -> usize {
         self.shared.spares.bytes()
+    }
+
+    /// Bytes of the buffers of the write jobs queued.
+    #[cfg(test)]
+    pub fn held_bytes(&self) -> usize {
+        let st = lock(&self.state);
+        st.jobs
+            .iter()
+            .map(|j| match j {
+                Job::Write { buf, .. } => buf.len(),
+                _ => 0,
+            })
+            .sum()
     }
 
     /// Bytes queued and not yet written.
@@ -289,14 +312,14 @@ fn work(shared: &Shared) {
             (st.writer.take(), st.jobs.drain(..n).collect::<Vec<_>>())
         };
         for job in batch {
-            let bytes = match &job {
-                Job::Write { len, .. } => Some(*len),
-                _ => None,
+            let (bytes, held) = match &job {
+                Job::Write { len, buf, .. } => (*len, Some(buf.len())),
+                _ => (0, None),
             };
-            shared.pace(bytes.unwrap_or(0));
+            shared.pace(bytes);
             let buf = Writer::run(&mut writer, job);
-            if let Some(len) = bytes {
-                lane.release(len);
+            if let Some(held) = held {
+                lane.release(held);
             }
             if let Some(buf) = buf {
                 let queued = shared.queued.load(Ordering::Relaxed);
@@ -324,7 +347,7 @@ mod tests {
         lane.push(Job::Write {
             object: 1,
             offset: 0,
-            buf: Vec::new(),
+            buf: vec![0; len],
             at: 0,
             len,
         });

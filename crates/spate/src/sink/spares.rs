@@ -18,14 +18,20 @@
 //! than one.
 //!
 //! Two sizes circulate (256 KiB buffers for writes through the page cache, 1 MiB + 4 KiB for
-//! direct I/O, `direct.rs`); a request that finds none of its size drops one of the other, so
-//! a pool switching between them does not keep dead weight.
+//! direct I/O, `direct.rs`), and only those are kept; a request that finds none of its size
+//! drops one of the other, so a pool switching between them does not keep dead weight.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::pool::{lock, POOL_BYTES};
 
+/// The sizes of the network thread's coalescing buffers: the only ones kept. (The copies
+/// `Sink::flush` makes of sparse buffers are sized to their bytes, which no request matches.)
+const SIZES: [usize; 2] = [
+    super::WRITE_BUF,
+    super::direct::BLOCK_BYTES + super::direct::ALIGN,
+];
 /// Spare write buffers a pool keeps, bytes: 64 MiB, one session's queue ([`super::LANE_BYTES`]),
 /// so that a writer's queue swinging from full to empty and back allocates nothing.
 pub const SPARE_BYTES: usize = 64 << 20;
@@ -62,6 +68,9 @@ impl Spares {
     /// Keep `buf` for another use if the bounds allow, with `queued` bytes in the pool's
     /// queues now; else free it.
     pub fn give(&self, buf: Vec<u8>, queued: usize) {
+        if !SIZES.contains(&buf.len()) {
+            return;
+        }
         let mut b = lock(&self.buffers);
         let after = self.bytes.load(Ordering::Relaxed) + buf.len();
         if after <= SPARE_BYTES && after + queued <= POOL_BYTES {
@@ -83,28 +92,32 @@ mod tests {
 
     #[test]
     fn buffers_come_back_by_size_within_both_bounds() {
+        let [small, large] = SIZES;
         let s = Spares::default();
-        s.give(vec![1; 256 << 10], 0);
-        s.give(vec![2; 256 << 10], 0);
-        assert_eq!(s.bytes(), 512 << 10);
-        assert_eq!(s.take(256 << 10).map(|v| v.len()), Some(256 << 10));
+        s.give(vec![1; 1400], 0);
+        s.give(vec![1; 200 << 10], 0);
+        assert_eq!(s.bytes(), 0, "a buffer of another size is kept");
+        s.give(vec![1; small], 0);
+        s.give(vec![2; small], 0);
+        assert_eq!(s.bytes(), 2 * small);
+        assert_eq!(s.take(small).map(|v| v.len()), Some(small));
         // Another size finds none and drops the one left of the other.
-        assert!(s.take(1 << 20).is_none());
+        assert!(s.take(large).is_none());
         assert_eq!(s.bytes(), 0);
 
-        for _ in 0..SPARE_BYTES / (1 << 20) + 4 {
-            s.give(vec![0; 1 << 20], 0);
+        for _ in 0..SPARE_BYTES / large + 4 {
+            s.give(vec![0; large], 0);
         }
-        assert_eq!(s.bytes(), SPARE_BYTES, "kept beyond SPARE_BYTES");
+        assert!(s.bytes() <= SPARE_BYTES, "kept beyond SPARE_BYTES");
+        assert!(
+            s.bytes() + large > SPARE_BYTES,
+            "kept less than SPARE_BYTES"
+        );
 
         let s = Spares::default();
-        s.give(vec![0; 1 << 20], POOL_BYTES - (1 << 19));
-        assert_eq!(
-            s.bytes(),
-            0,
-            "kept beyond what the queues leave of the pool"
-        );
-        s.give(vec![0; 1 << 20], POOL_BYTES - (1 << 20));
-        assert_eq!(s.bytes(), 1 << 20);
+        s.give(vec![0; large], POOL_BYTES - large + 1);
+        assert_eq!(s.bytes(), 0, "kept beyond the pool's bound");
+        s.give(vec![0; large], POOL_BYTES - large);
+        assert_eq!(s.bytes(), large);
     }
 }

@@ -274,6 +274,37 @@ fn queued_bytes_are_bounded() {
     assert!(queued >= LANE_BYTES / 2, "only {queued} bytes queued");
 }
 
+/// The memory a session's queue holds is bounded, not only its bytes: a peer whose datagrams
+/// never continue one another (each a little past the last, as a hostile sender can choose)
+/// must not make each datagram hold a whole coalescing buffer. Before, 1400 counted bytes held
+/// a 256 KiB buffer (1 MiB with direct I/O): 64 MiB of counted bytes were 11.7 GiB (47 GiB) of
+/// buffers, and the whole pool's 256 MiB four times that.
+#[test]
+fn scattered_datagrams_hold_bounded_memory() {
+    for direct in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = WriterPool::paused();
+        let manifest = Manifest::new(vec![Entry::file("f", 1 << 40)]);
+        let mut sink = start_with(&pool, dir.path(), &manifest, direct);
+        let piece = [7u8; 1400];
+        let mut n = 0u64;
+        // Stops well past the bound if has_room never says no.
+        while sink.has_room(piece.len()) && sink.lane.held_bytes() <= 2 * LANE_BYTES {
+            sink.write(1, n * 3 * 1400, &piece);
+            n += 1;
+        }
+        let held = sink.lane.held_bytes();
+        assert!(
+            held <= LANE_BYTES + (2 << 20),
+            "direct {direct}: {held} bytes of buffers held for {n} datagrams"
+        );
+        assert!(
+            n * 1400 >= (LANE_BYTES / 8) as u64,
+            "only {n} datagrams taken"
+        );
+    }
+}
+
 /// A streamed file's entry (spec §5.1): no digest in the manifest; its object is `data` and
 /// then the 32-byte digest `trailer`.
 fn streamed(path: &str, data: &[u8], trailer: [u8; 32]) -> (Entry, Vec<u8>) {
