@@ -26,6 +26,7 @@
 //! data stopped, and the flow's rate collapsed (FASP scenario 2 at full scale: utilization 0.41
 //! after the step to 10 Gbit/s, against 0.95 before the session owned its data).
 
+use core::cell::Cell;
 use std::collections::VecDeque;
 
 use super::Source;
@@ -75,6 +76,10 @@ pub(super) struct SendBuffer {
     taken: u64,
     /// The delivered count at the last look behind the front (see the module doc).
     looked_at: Option<u64>,
+    /// The block the last lookup found. Lookups come near one another — new data at the back,
+    /// each chunk twice (writing its packet, then sealing it) — so it and the next are tried
+    /// before a binary search over every block held (1 % of the sender's CPU samples).
+    hint: Cell<usize>,
 }
 
 impl SendBuffer {
@@ -87,6 +92,7 @@ impl SendBuffer {
             spent: Vec::new(),
             taken: 0,
             looked_at: None,
+            hint: Cell::new(0),
         }
     }
 
@@ -238,8 +244,24 @@ impl SendBuffer {
 
     /// The index of the first block that may hold the start of `chunk`.
     fn first_block(&self, chunk: Chunk) -> usize {
-        let key = (chunk.object, chunk.offset);
-        self.blocks.partition_point(|b| (b.object, b.end()) <= key)
+        let holds = |i: usize| {
+            self.blocks.get(i).is_some_and(|b| {
+                b.object == chunk.object && b.offset <= chunk.offset && chunk.offset < b.end()
+            })
+        };
+        let h = self.hint.get();
+        // Blocks are in order and do not overlap: the one holding the start is the first
+        // that ends after it.
+        let i = if holds(h) {
+            h
+        } else if holds(h + 1) {
+            h + 1
+        } else {
+            let key = (chunk.object, chunk.offset);
+            self.blocks.partition_point(|b| (b.object, b.end()) <= key)
+        };
+        self.hint.set(i);
+        i
     }
 
     /// Release the blocks whose every chunk is in `delivered` (per object), and compact those
