@@ -180,7 +180,7 @@ fn a_resume_from_elsewhere_does_not_end_a_transfer() {
     m.destination = "in/".into();
     let mut cfg = SenderConfig::new(RateConfig::fixed(10_000_000));
     cfg.resume = true;
-    drive(cfg, 0x1e7e_0001, &m, &intruder, server, 2.0);
+    drive(cfg, 0x1e7e_0001, &m, &intruder, server, 2.0, 1);
     let (ok, err, _) = honest.join().unwrap();
     assert!(ok, "the honest transfer failed: {err}");
     assert_eq!(fs::read(root.join("in/big.bin")).unwrap(), data);
@@ -361,35 +361,26 @@ fn claim_a_huge_manifest(sock: &UdpSocket, server: SocketAddr, session: u32, sec
         sock,
         server,
         secs,
+        1,
     );
 }
 
 /// Drive a real sender whose manifest claims a 4 TiB file for `secs`, resuming (so the
-/// server's free-space check does not refuse it at once). It sends data at 50 Mbit/s.
-fn claim_a_huge_file(sock: &UdpSocket, server: SocketAddr, session: u32, secs: f64) {
+/// server's free-space check does not refuse it at once). It sends data at 50 Mbit/s — only
+/// one datagram in `every` of it (with 3, none continues the one before it).
+fn claim_a_huge_file(sock: &UdpSocket, server: SocketAddr, session: u32, secs: f64, every: u64) {
     let mut e = Entry::file("huge.bin", 4 << 40);
     e.digest = Some([1; 32]);
     let mut m = Manifest::new(vec![e]);
     m.destination = format!("h{session:x}/");
     let mut cfg = SenderConfig::new(RateConfig::fixed(50_000_000));
     cfg.resume = true;
-    drive(cfg, session, &m, sock, server, secs);
+    drive(cfg, session, &m, sock, server, secs, every);
 }
 
-/// Run a real sender of `m` (zeros as file data) from `sock` for `secs` or until it ends.
+/// Run a real sender of `m` (zeros as file data) from `sock` for `secs` or until it ends,
+/// sending only one datagram in `every` (the others are written and never sent).
 fn drive(
-    cfg: SenderConfig,
-    session: u32,
-    m: &Manifest,
-    sock: &UdpSocket,
-    server: SocketAddr,
-    secs: f64,
-) {
-    drive_sending_one_in(cfg, session, m, sock, server, secs, 1);
-}
-
-/// [`drive`], sending only one datagram in `every` (the others are written and never sent).
-fn drive_sending_one_in(
     cfg: SenderConfig,
     session: u32,
     m: &Manifest,
@@ -430,18 +421,6 @@ fn cpu_seconds(pid: u32) -> f64 {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
     ticks / 100.0
-}
-
-/// A hostile client that claims a 4 TiB file (as [`claim_a_huge_file`]) and sends only one
-/// datagram in three of its data, so that none continues the one before it.
-fn scatter_into_a_huge_file(sock: &UdpSocket, server: SocketAddr, session: u32, secs: f64) {
-    let mut e = Entry::file("huge.bin", 4 << 40);
-    e.digest = Some([1; 32]);
-    let mut m = Manifest::new(vec![e]);
-    m.destination = format!("s{session:x}/");
-    let mut cfg = SenderConfig::new(RateConfig::fixed(50_000_000));
-    cfg.resume = true;
-    drive_sending_one_in(cfg, session, &m, sock, server, secs, 3);
 }
 
 /// Resident and peak memory of a process, KiB.
@@ -495,7 +474,7 @@ fn scattered_data_holds_bounded_memory() {
             .map(|i| {
                 std::thread::spawn(move || {
                     let sock = socket_at(89, 0, i as u8 + 1);
-                    scatter_into_a_huge_file(&sock, server, 0x4200_0000 + i, 3.0);
+                    claim_a_huge_file(&sock, server, 0x4200_0000 + i, 3.0, 3);
                 })
             })
             .collect();
@@ -541,7 +520,7 @@ fn hostile_sessions_against(extra: &[&str], bound_mib: u64) {
             if i % 2 == 0 {
                 claim_a_huge_manifest(&sock, server, 0x4000_0000 + i, 3.0);
             } else {
-                claim_a_huge_file(&sock, server, 0x4100_0000 + i, 3.0);
+                claim_a_huge_file(&sock, server, 0x4100_0000 + i, 3.0, 1);
             }
         }));
     }
@@ -606,6 +585,7 @@ fn a_huge_manifest_does_not_stall_other_transfers() {
             &sock,
             server,
             20.0,
+            1,
         );
     });
     std::thread::sleep(Duration::from_millis(100));

@@ -154,6 +154,12 @@ impl PacketKey {
 mod tests {
     use super::*;
 
+    const CIPHERS: [Cipher; 3] = [
+        Cipher::Aes256Gcm,
+        Cipher::ChaCha20Poly1305,
+        Cipher::AuthOnly,
+    ];
+
     fn packet(body: &[u8]) -> Vec<u8> {
         let mut p = vec![1, 0x03, 0, 0, 0, 7, 0, 0, 0, 0, 0, 42];
         p.extend_from_slice(body);
@@ -163,11 +169,7 @@ mod tests {
 
     #[test]
     fn every_cipher_round_trips_and_rejects_any_flipped_bit() {
-        for cipher in [
-            Cipher::Aes256Gcm,
-            Cipher::ChaCha20Poly1305,
-            Cipher::AuthOnly,
-        ] {
+        for cipher in CIPHERS {
             let k = PacketKey::new(cipher, &[7; 32], [9; 12]);
             let body = b"the quick brown fox jumps over the lazy dog";
             let mut p = packet(body);
@@ -189,11 +191,7 @@ mod tests {
     /// A payload encrypted from elsewhere makes the same packet as one copied in and sealed.
     #[test]
     fn sealing_from_elsewhere_makes_the_same_bytes() {
-        for cipher in [
-            Cipher::Aes256Gcm,
-            Cipher::ChaCha20Poly1305,
-            Cipher::AuthOnly,
-        ] {
+        for cipher in CIPHERS {
             let k = PacketKey::new(cipher, &[7; 32], [9; 12]);
             let payload: Vec<u8> = (0..1436u32).map(|i| (i * 7 + 3) as u8).collect();
             let fields = [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 5, 0xa0];
