@@ -283,6 +283,10 @@ impl Sink {
     /// counted at about what it holds instead of a whole buffer each.
     fn flush(&mut self) {
         if let Some(c) = self.cur.take() {
+            if c.used == 0 {
+                self.lane.give_spare(c.buf);
+                return;
+            }
             let (buf, at) = if c.used * SPARSE < c.buf.len() {
                 let bytes = c.buf[c.at..c.at + c.used].to_vec();
                 self.lane.give_spare(c.buf);

@@ -9,12 +9,11 @@
 //! A lane counts the bytes queued on it — the size of each queued job's buffer, the memory it
 //! holds, not the bytes of data in it (a peer whose datagrams never continue one another made
 //! each 1400-byte datagram hold a 256 KiB buffer, see `Sink::flush`); the network thread asks
-//! [`Lane::has_room`] before
-//! handing a session more data and drops DATA it cannot queue (the sender retransmits it), so
-//! the network thread never blocks on a writer and memory for queued data is bounded by
-//! [`LANE_BYTES`] per session and [`POOL_BYTES`] in all. Dropping is the last resort: each
-//! session reports its lane's [`Lane::room`] to its sender (spec §7.4), which keeps what it
-//! sends within it. The room a lane offers is its share of the pool — the pool divided among
+//! [`Lane::has_room`] before handing a session more data and drops DATA it cannot queue (the
+//! sender retransmits it), so the network thread never blocks on a writer and memory for
+//! queued data is bounded by [`LANE_BYTES`] per session and [`POOL_BYTES`] in all. Dropping is
+//! the last resort: each session reports its lane's [`Lane::room`] to its sender (spec §7.4),
+//! which keeps what it sends within it. The room a lane offers is its share of the pool — the pool divided among
 //! the lanes holding data, itself included — so that the rooms promised together never pass
 //! what the pool has free: with up to four sessions behind, each may still have a whole
 //! [`LANE_BYTES`]; with eight, 32 MiB each (before, each was offered the pool's whole free
