@@ -9,7 +9,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use spate_proto::secure::{
     identity_packet, open_hello, public_key, retry_packet, Cipher, ClientParams, HelloRefusal,
-    RetryKey, SecureReceiver, SecureSender, TAG_LEN,
+    RetryKey, Sealer, SecureReceiver, SecureSender, TAG_LEN,
 };
 use spate_proto::wire::{self, CloseCode, Header, PacketType, MAX_PACKET_NUMBER};
 use spate_proto::{
@@ -77,6 +77,10 @@ struct Setup {
     /// Drive the sender through `poll_transmit_deferred` and seal each batch after it was
     /// written, instead of `poll_transmit` (which seals as it writes).
     seal_after: bool,
+    /// ... and seal each batch only on the next turn, after the datagrams that arrived
+    /// meanwhile (whose acknowledgements may release the send buffer's blocks), as a sealing
+    /// thread may.
+    seal_late: bool,
 }
 
 impl Setup {
@@ -89,6 +93,7 @@ impl Setup {
             refuse: false,
             retry: false,
             seal_after: false,
+            seal_late: false,
         }
     }
 }
@@ -129,8 +134,27 @@ fn run(setup: &Setup, middle: &mut Middle<'_>) -> Run {
             wire.insert((now + owd + extra, seq), (to_rx, bytes));
         }
     };
+    let mut late: Vec<(Vec<u8>, usize, Option<Sealer>)> = Vec::new();
     for _ in 0..2_000_000 {
-        while let Some(t) = if setup.seal_after {
+        for (mut batch, segment, sealer) in late.drain(..) {
+            if let Some(s) = sealer {
+                s.seal_batch(&mut batch, segment);
+            }
+            for d in batch.chunks(segment) {
+                seen.push((true, d.to_vec()));
+                put(&mut wire, now, true, d, n_fwd);
+                n_fwd += 1;
+            }
+        }
+        if setup.seal_late {
+            while let Some((t, sealer)) = sender.poll_transmit_deferred(now, &mut buf, &mut source)
+            {
+                late.push((buf[..t.len].to_vec(), t.segment_size, sealer));
+            }
+        }
+        while let Some(t) = if setup.seal_late {
+            None
+        } else if setup.seal_after {
             sender
                 .poll_transmit_deferred(now, &mut buf, &mut source)
                 .map(|(t, sealer)| {
@@ -162,10 +186,13 @@ fn run(setup: &Setup, middle: &mut Middle<'_>) -> Run {
             sender_events.push(e);
         }
         let rx_closed = receiver.as_ref().is_none_or(|r| r.inner().is_closed());
-        if sender.is_closed() && rx_closed && wire.is_empty() {
+        if sender.is_closed() && rx_closed && wire.is_empty() && late.is_empty() {
             break;
         }
         let mut next = wire.keys().next().map(|k| k.0).unwrap_or(Instant::MAX);
+        if !late.is_empty() {
+            next = next.min(now);
+        }
         if let Some(t) = sender.poll_timeout() {
             next = next.min(t);
         }
@@ -304,9 +331,11 @@ fn a_protected_transfer_completes_and_no_datagram_carries_the_plaintext() {
     }
 }
 
-/// Sealing DATA payloads from the send buffer as they are written (`poll_transmit`) puts the
-/// same bytes on the wire as copying them into the packets and sealing the batch afterwards,
-/// with each cipher, over a lossy path (so retransmissions and probes are among them).
+/// Sealing DATA payloads from the send buffer as the batch is written (`poll_transmit`) puts
+/// the same bytes on the wire as handing the batch to a `Sealer` that seals it afterwards
+/// (`poll_transmit_deferred`, the payloads taken along shared), with each cipher, over a lossy
+/// path (so retransmissions and probes are among them). Both differ from a packet copied in
+/// and sealed only in where the payload is read (`aead::tests`).
 #[test]
 fn sealing_while_writing_sends_the_same_datagrams_as_sealing_after() {
     let sizes = [300_000, 0, 5_000, 2_100_000];
@@ -337,6 +366,28 @@ fn sealing_while_writing_sends_the_same_datagrams_as_sealing_after() {
             a.seen.len()
         );
         assert!(a.seen == b.seen, "{cipher:?}: the wire bytes differ");
+    }
+}
+
+/// A batch sealed on the next turn — after acknowledgements that may have released the send
+/// buffer's blocks its payloads are in — still carries the right bytes: the sealer holds its
+/// blocks, which go back to the source only when no sealer does.
+#[test]
+fn a_batch_sealed_after_its_blocks_were_released_carries_the_right_bytes() {
+    let sizes = [3_000_000, 0, 5_000];
+    for cipher in [Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305] {
+        let mut setup = Setup::new(&sizes);
+        setup.cipher = cipher;
+        setup.seal_late = true;
+        let r = run(&setup, &mut |to_rx, n, d| {
+            if to_rx && n % 29 == 3 {
+                vec![]
+            } else {
+                deliver(d)
+            }
+        });
+        assert_exact(&r, &sizes);
+        assert_eq!(r.receiver.as_ref().unwrap().secure_stats().not_authentic, 0);
     }
 }
 

@@ -198,8 +198,9 @@ impl SecureSender {
 
     /// [`poll_transmit`](Self::poll_transmit), leaving the sealing of the batch to the caller,
     /// who may run it on another thread before sending (spec §9.4 is unchanged: the same key,
-    /// nonce and associated data). `Some(sealer)`: the batch is still to be sealed with it;
-    /// `None`: it is ready to send (the HELLO, or a batch that crosses an epoch).
+    /// nonce and associated data). `Some(sealer)`: the batch is still to be sealed with it —
+    /// its DATA payloads too, which the sealer holds shared (`sender/deferred.rs`); `None`: it
+    /// is ready to send (the HELLO, or a batch that crosses an epoch).
     pub fn poll_transmit_deferred(
         &mut self,
         now: Instant,
@@ -207,15 +208,13 @@ impl SecureSender {
         source: &mut impl Source,
     ) -> Option<(Transmit, Option<Sealer>)> {
         loop {
-            let t = self.inner.poll_transmit(now, buf, source)?;
+            let t = self.inner.poll_transmit_deferring(now, buf, source)?;
             match self.written(buf, t)? {
                 Written::Ready(t) => return Some((t, None)),
                 Written::Dropped => {}
                 Written::ToSeal(t) => {
-                    let sealer = self
-                        .prot
-                        .as_mut()?
-                        .sealer_for(&mut buf[..t.len], t.segment_size);
+                    let prot = self.prot.as_mut()?;
+                    let sealer = prot.sealer_for(&mut buf[..t.len], t.segment_size, &self.inner);
                     return Some((t, sealer));
                 }
             }

@@ -6,14 +6,11 @@
 
 use super::client::{packet_number, SecureStats};
 use super::replay::ReplayWindow;
+use super::schedule::DATA_FIELDS;
 use super::schedule::{OpenKeys, Opener, SealKeys, Sealer};
 use super::{Cipher, INTEGRITY_LIMIT};
 use crate::event::DropReason;
 use crate::sender::Sender;
-use crate::wire::{DATA_OVERHEAD, HEADER_LEN};
-
-/// Bytes of a DATA packet's body before its payload (object and offset, spec §4.3).
-const DATA_FIELDS: usize = DATA_OVERHEAD - HEADER_LEN;
 
 /// Keys of both directions and the replay window of the incoming one.
 pub(crate) struct Protection {
@@ -57,17 +54,28 @@ impl Protection {
         }
     }
 
-    /// The sealing of a batch (`stride` bytes apart) for another thread, if its packets are
-    /// in one epoch; else the batch is sealed here and `None` returned.
-    pub(crate) fn sealer_for(&mut self, batch: &mut [u8], stride: usize) -> Option<Sealer> {
+    /// The sealing of a batch `sender` wrote with its payloads deferred (`stride` bytes
+    /// apart), for another thread, if its packets are in one epoch; else the batch is sealed
+    /// here and `None` returned.
+    pub(crate) fn sealer_for(
+        &mut self,
+        batch: &mut [u8],
+        stride: usize,
+        sender: &Sender,
+    ) -> Option<Sealer> {
         let first = packet_number(batch);
         let last_at = (batch.len().saturating_sub(1) / stride.max(1)) * stride.max(1);
         let last = packet_number(&batch[last_at..]);
-        let sealer = self.seal.sealer(first, last);
-        if sealer.is_none() {
-            self.seal_batch(batch, stride);
+        match self.seal.sealer(first, last) {
+            Some(mut s) => {
+                s.payloads = sender.deferred_shared();
+                Some(s)
+            }
+            None => {
+                self.seal_batch_deferred(batch, stride, sender);
+                None
+            }
         }
-        sealer
     }
 
     /// Note an incoming packet number that arrived inside the handshake (it is not sealed).

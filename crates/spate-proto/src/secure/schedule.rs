@@ -21,6 +21,11 @@ use ring::hkdf::{KeyType, Prk, HKDF_SHA256};
 
 use super::aead::{Cipher, PacketKey};
 use super::EPOCH_BITS;
+use crate::sender::Payload;
+use crate::wire::{DATA_OVERHEAD, HEADER_LEN};
+
+/// Bytes of a DATA packet's body before its payload (object and offset, spec §4.3).
+pub(crate) const DATA_FIELDS: usize = DATA_OVERHEAD - HEADER_LEN;
 
 /// How many epochs ahead an opener tries (beyond that a packet is dropped).
 const MAX_EPOCH_JUMP: u64 = 4;
@@ -71,16 +76,28 @@ pub(crate) struct SealKeys {
 }
 
 /// The sealing of one batch, for any thread: the key of the one epoch all its packet numbers
-/// are in (spec §9.3–§9.4). Cheap to clone (a shared key).
+/// are in (spec §9.3–§9.4), and the DATA payloads the session left out of the batch, to be
+/// encrypted from where they are held into their packets (`sender/deferred.rs`).
 #[derive(Clone)]
-pub struct Sealer(Arc<PacketKey>);
+pub struct Sealer {
+    key: Arc<PacketKey>,
+    pub(crate) payloads: Vec<Payload>,
+}
 
 impl Sealer {
     /// Seal every datagram of `batch` (`stride` bytes apart, the last possibly shorter) in
-    /// place, each numbered by its own header.
+    /// place, each numbered by its own header, filling in the payloads left out.
     pub fn seal_batch(&self, batch: &mut [u8], stride: usize) {
-        for seg in batch.chunks_mut(stride.max(1)) {
-            self.0.seal(super::client::packet_number(seg), seg);
+        let stride = stride.max(1);
+        let mut payloads = self.payloads.iter().peekable();
+        for (i, seg) in batch.chunks_mut(stride).enumerate() {
+            let pn = super::client::packet_number(seg);
+            match payloads.next_if(|p| p.at == i * stride) {
+                Some(p) => self
+                    .key
+                    .seal_from(pn, seg, DATA_FIELDS, &p.block[p.range.clone()]),
+                None => self.key.seal(pn, seg),
+            }
         }
     }
 }
@@ -126,7 +143,10 @@ impl SealKeys {
     /// epoch, once in 2^23 packets, is sealed here instead).
     pub(crate) fn sealer(&mut self, first: u64, last: u64) -> Option<Sealer> {
         self.advance(first);
-        (epoch_of(last) == self.epoch).then(|| Sealer(Arc::clone(&self.key)))
+        (epoch_of(last) == self.epoch).then(|| Sealer {
+            key: Arc::clone(&self.key),
+            payloads: Vec::new(),
+        })
     }
 }
 

@@ -27,7 +27,9 @@
 //! after the step to 10 Gbit/s, against 0.95 before the session owned its data).
 
 use core::cell::Cell;
+use core::ops::Range;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use super::Source;
 use crate::ranges::RangeSet;
@@ -52,7 +54,9 @@ const COMPACT_BELOW: f64 = 0.25;
 struct Block {
     object: u32,
     offset: u64,
-    data: Vec<u8>,
+    /// Shared with the sealers of packets whose payload is encrypted from it
+    /// (`deferred.rs`), which may run after the block left.
+    data: Arc<Vec<u8>>,
 }
 
 impl Block {
@@ -174,7 +178,7 @@ impl SendBuffer {
                     self.blocks.push_back(Block {
                         object,
                         offset,
-                        data,
+                        data: Arc::new(data),
                     });
                     self.held += n;
                     self.taken += n;
@@ -210,12 +214,24 @@ impl SendBuffer {
     /// The bytes of `chunk` where they are held, if one block holds them all (every chunk but
     /// the one that straddles two blocks read from the source).
     pub fn slice(&self, chunk: Chunk) -> Option<&[u8]> {
+        self.locate(chunk).map(|(b, r)| &b.data[r])
+    }
+
+    /// The block holding all of `chunk`, shared, and where in it the chunk is (see
+    /// [`slice`](Self::slice)).
+    pub fn shared(&self, chunk: Chunk) -> Option<(Arc<Vec<u8>>, Range<usize>)> {
+        self.locate(chunk).map(|(b, r)| (Arc::clone(&b.data), r))
+    }
+
+    /// The block holding all of `chunk`, and where in it the chunk is.
+    fn locate(&self, chunk: Chunk) -> Option<(&Block, Range<usize>)> {
         let b = self.blocks.get(self.first_block(chunk))?;
         if b.object != chunk.object || b.offset > chunk.offset {
             return None;
         }
         let from = usize::try_from(chunk.offset - b.offset).ok()?;
-        b.data.get(from..from.checked_add(chunk.len as usize)?)
+        let range = from..from.checked_add(chunk.len as usize)?;
+        (range.end <= b.data.len()).then_some((b, range))
     }
 
     /// Copy the bytes of `chunk` into `dst` (its length). False if they are not all held,
@@ -307,7 +323,7 @@ impl SendBuffer {
                 self.blocks.push_back(Block {
                     object: b.object,
                     offset: r.start,
-                    data: b.data[from..to].to_vec(),
+                    data: Arc::new(b.data[from..to].to_vec()),
                 });
             }
             self.retire(b);
@@ -317,8 +333,9 @@ impl SendBuffer {
     /// A block leaves: its bytes no longer count, its buffer may be reused.
     fn retire(&mut self, b: Block) {
         self.held -= b.data.len() as u64;
-        if self.spent.len() < SPENT_KEPT {
-            self.spent.push(b.data);
+        // A block a sealer still reads goes when the sealer is done with it.
+        if let (true, Ok(data)) = (self.spent.len() < SPENT_KEPT, Arc::try_unwrap(b.data)) {
+            self.spent.push(data);
         }
     }
 }

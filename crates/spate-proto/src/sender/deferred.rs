@@ -2,19 +2,33 @@
 //!
 //! Written plainly, a DATA packet's payload is copied from the send buffer into the packet and
 //! then encrypted there in place — two passes over bytes that by then have left the CPU's
-//! cache (the source reads megabytes ahead). With the session's packets sealed right after
-//! they are written ([`SecureSender::poll_transmit`](crate::secure::SecureSender)), the copy is
-//! left out: the packet gets its header and DATA fields, and the sealer encrypts the payload
-//! from the send buffer straight into the packet (an AEAD with a separate input for the rest
-//! of the plaintext). The wire bytes are the same (spec §9.4). Measured (`spate-lab bench-end`
+//! cache (the source reads megabytes ahead). A [`SecureSender`](crate::secure::SecureSender)
+//! leaves the copy out: the packet gets its header and DATA fields, and the sealer encrypts
+//! the payload from the send buffer straight into the packet (an AEAD with a separate input
+//! for the rest of the plaintext). The wire bytes are the same (spec §9.4). Measured (`spate-lab bench-end`
 //! pair, 2 GiB file to file on loopback, session 48): the copy was 8.8 % of the sending
 //! process's CPU samples.
 //!
 //! Only where one block holds the whole chunk: the chunk that straddles two blocks of the
-//! source (one per block) is copied as before, as are manifest bytes, and every payload when
-//! the driver seals on other threads (the send buffer may release a block before they run).
+//! source (one per block) is copied as before, as are manifest bytes. A batch sealed on
+//! another thread ([`Sealer`](crate::secure::Sealer)) takes its payloads along as [`Payload`]s:
+//! shared handles on their blocks, which the send buffer may release meanwhile (a released
+//! block's memory then goes when the sealer is done with it, not back to the source).
 
+use core::ops::Range;
+use std::sync::Arc;
+
+use super::Sender;
 use crate::recovery::Chunk;
+
+/// A DATA payload for a sealer on another thread: where its packet starts in the batch, and
+/// its bytes (a block of the send buffer, shared, and the range in it).
+#[derive(Debug, Clone)]
+pub(crate) struct Payload {
+    pub(crate) at: usize,
+    pub(crate) block: Arc<Vec<u8>>,
+    pub(crate) range: Range<usize>,
+}
 
 /// See the module documentation.
 #[derive(Debug, Default)]
@@ -31,5 +45,21 @@ impl Deferred {
     pub fn start(&mut self, on: bool) {
         self.on = on;
         self.packets.clear();
+    }
+}
+
+impl Sender {
+    /// The payloads the last [`poll_transmit_deferring`](Sender::poll_transmit_deferring) left
+    /// out, for a sealer on another thread (the send buffer held each: nothing between the two
+    /// calls can release it).
+    pub(crate) fn deferred_shared(&self) -> Vec<Payload> {
+        self.deferred
+            .packets
+            .iter()
+            .filter_map(|&(at, c)| {
+                let (block, range) = self.buffer.shared(c)?;
+                Some(Payload { at, block, range })
+            })
+            .collect()
     }
 }

@@ -34,6 +34,7 @@ mod request;
 mod resume;
 mod transmit;
 
+pub(crate) use deferred::Payload;
 pub use request::{REQUEST_PACKETS, REQUEST_SPACING};
 
 use core::time::Duration;
