@@ -21,7 +21,10 @@
 //!
 //! **Memory.** `2 N + 2` batch buffers (64 KiB each at the default datagram size) circulate
 //! between the loop and the workers; the loop waits for one to come back when all are out,
-//! which is the backpressure of sealing.
+//! which is the backpressure of sealing. A batch's [`Sealer`] also holds the send buffer's
+//! blocks its DATA payloads are encrypted from (`spate-proto` `sender/deferred.rs`): at most
+//! two 1 MiB blocks per batch, usually the same ones, beyond the send buffer's own budget only
+//! while a block the session released waits for its worker.
 
 use std::io;
 use std::net::SocketAddr;
