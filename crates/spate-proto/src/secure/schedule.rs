@@ -92,10 +92,13 @@ impl Sealer {
         let mut payloads = self.payloads.iter().peekable();
         for (i, seg) in batch.chunks_mut(stride).enumerate() {
             let pn = super::client::packet_number(seg);
-            match payloads.next_if(|p| p.at == i * stride) {
-                Some(p) => self
-                    .key
-                    .seal_from(pn, seg, DATA_FIELDS, &p.block[p.range.clone()]),
+            match payloads.next_if(|p| p.at == i * stride).map(|p| &p.bytes) {
+                Some(Some((block, range))) => {
+                    self.key
+                        .seal_from(pn, seg, DATA_FIELDS, &block[range.clone()])
+                }
+                // Its payload is not at hand (see `Payload`): left unsealed, it is lost.
+                Some(None) => {}
                 None => self.key.seal(pn, seg),
             }
         }

@@ -22,12 +22,13 @@ use super::Sender;
 use crate::recovery::Chunk;
 
 /// A DATA payload for a sealer on another thread: where its packet starts in the batch, and
-/// its bytes (a block of the send buffer, shared, and the range in it).
+/// its bytes — a block of the send buffer, shared, and the range in it; `None` only if the
+/// send buffer no longer held them (nothing between writing and handing over can cause it),
+/// and then the packet is left unsealed: it does not open, and is lost like any other.
 #[derive(Debug, Clone)]
 pub(crate) struct Payload {
     pub(crate) at: usize,
-    pub(crate) block: Arc<Vec<u8>>,
-    pub(crate) range: Range<usize>,
+    pub(crate) bytes: Option<(Arc<Vec<u8>>, Range<usize>)>,
 }
 
 /// See the module documentation.
@@ -50,15 +51,14 @@ impl Deferred {
 
 impl Sender {
     /// The payloads the last [`poll_transmit_deferring`](Sender::poll_transmit_deferring) left
-    /// out, for a sealer on another thread (the send buffer held each: nothing between the two
-    /// calls can release it).
+    /// out, for a sealer on another thread.
     pub(crate) fn deferred_shared(&self) -> Vec<Payload> {
         self.deferred
             .packets
             .iter()
-            .filter_map(|&(at, c)| {
-                let (block, range) = self.buffer.shared(c)?;
-                Some(Payload { at, block, range })
+            .map(|&(at, c)| Payload {
+                at,
+                bytes: self.buffer.shared(c),
             })
             .collect()
     }
