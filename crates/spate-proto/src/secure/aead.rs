@@ -16,7 +16,10 @@
 use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, CHACHA20_POLY1305};
 
 use super::TAG_LEN;
-use crate::wire::HEADER_LEN;
+use crate::wire::{DATA_OVERHEAD, HEADER_LEN};
+
+/// Bytes of a DATA packet's body before its payload (object and offset, spec §4.3).
+const DATA_FIELDS: usize = DATA_OVERHEAD - HEADER_LEN;
 
 /// The packet cipher of a session, chosen by the client in its HELLO (§9.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -127,6 +130,15 @@ impl PacketKey {
         let _ =
             self.key
                 .seal_in_place_scatter(self.nonce(pn), Aad::from(&*header), body, payload, out);
+    }
+
+    /// Seal `packet` in place ([`seal`](Self::seal)), or, with the `payload` the session left
+    /// out of this DATA packet, from where that payload is ([`seal_from`](Self::seal_from)).
+    pub(crate) fn seal_with(&self, pn: u64, packet: &mut [u8], payload: Option<&[u8]>) {
+        match payload {
+            Some(p) => self.seal_from(pn, packet, DATA_FIELDS, p),
+            None => self.seal(pn, packet),
+        }
     }
 
     /// Open `packet` (header, ciphertext, tag) in place; the plaintext packet's length (the

@@ -6,8 +6,7 @@
 
 use super::client::{packet_number, SecureStats};
 use super::replay::ReplayWindow;
-use super::schedule::DATA_FIELDS;
-use super::schedule::{OpenKeys, Opener, SealKeys, Sealer};
+use super::schedule::{seal_each, OpenKeys, Opener, SealKeys, Sealer};
 use super::{Cipher, INTEGRITY_LIMIT};
 use crate::event::DropReason;
 use crate::sender::Sender;
@@ -38,20 +37,13 @@ impl Protection {
     }
 
     /// Seal a batch `sender` wrote with its payloads deferred (`sender/deferred.rs`): those
-    /// are encrypted from its send buffer into their packets, the rest sealed in place. A
-    /// packet whose payload the buffer no longer held (nothing between writing and sealing
-    /// can cause it) is left unsealed: it does not open, and is lost like any other.
+    /// are encrypted from its send buffer into their packets, the rest sealed in place
+    /// ([`seal_each`]).
     pub(crate) fn seal_batch_deferred(&mut self, batch: &mut [u8], stride: usize, sender: &Sender) {
-        let stride = stride.max(1);
-        let mut deferred = sender.deferred_payloads().peekable();
-        for (i, seg) in batch.chunks_mut(stride).enumerate() {
-            let pn = packet_number(seg);
-            match deferred.next_if(|&(at, _)| at == i * stride) {
-                Some((_, Some(payload))) => self.seal.seal_from(pn, seg, DATA_FIELDS, payload),
-                Some((_, None)) => {}
-                None => self.seal.seal(pn, seg),
-            }
-        }
+        let keys = &mut self.seal;
+        seal_each(batch, stride, sender.deferred_payloads(), |pn, d, p| {
+            keys.seal_with(pn, d, p)
+        });
     }
 
     /// The sealing of a batch `sender` wrote with its payloads deferred (`stride` bytes

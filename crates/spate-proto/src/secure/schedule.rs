@@ -22,10 +22,6 @@ use ring::hkdf::{KeyType, Prk, HKDF_SHA256};
 use super::aead::{Cipher, PacketKey};
 use super::EPOCH_BITS;
 use crate::sender::Payload;
-use crate::wire::{DATA_OVERHEAD, HEADER_LEN};
-
-/// Bytes of a DATA packet's body before its payload (object and offset, spec §4.3).
-pub(crate) const DATA_FIELDS: usize = DATA_OVERHEAD - HEADER_LEN;
 
 /// How many epochs ahead an opener tries (beyond that a packet is dropped).
 const MAX_EPOCH_JUMP: u64 = 4;
@@ -88,19 +84,36 @@ impl Sealer {
     /// Seal every datagram of `batch` (`stride` bytes apart, the last possibly shorter) in
     /// place, each numbered by its own header, filling in the payloads left out.
     pub fn seal_batch(&self, batch: &mut [u8], stride: usize) {
-        let stride = stride.max(1);
-        let mut payloads = self.payloads.iter().peekable();
-        for (i, seg) in batch.chunks_mut(stride).enumerate() {
-            let pn = super::client::packet_number(seg);
-            match payloads.next_if(|p| p.at == i * stride).map(|p| &p.bytes) {
-                Some(Some((block, range))) => {
-                    self.key
-                        .seal_from(pn, seg, DATA_FIELDS, &block[range.clone()])
-                }
-                // Its payload is not at hand (see `Payload`): left unsealed, it is lost.
-                Some(None) => {}
-                None => self.key.seal(pn, seg),
-            }
+        let payloads = self.payloads.iter().map(|p| {
+            let bytes = p.bytes.as_ref().map(|(block, range)| &block[range.clone()]);
+            (p.at, bytes)
+        });
+        seal_each(batch, stride, payloads, |pn, d, p| {
+            self.key.seal_with(pn, d, p)
+        });
+    }
+}
+
+/// Seal each datagram of `batch` (`stride` bytes apart, the last possibly shorter), numbered
+/// by its own header, with `seal(pn, datagram, payload)`. `payload` is the DATA payload the
+/// session left out of that datagram (`payloads`: where each such datagram starts, in order,
+/// and its bytes; `sender/deferred.rs`), `None` for a datagram written whole. A left-out
+/// payload that is not at hand (its bytes `None`, which nothing between writing and sealing
+/// can cause) leaves its datagram unsealed: it does not open, and is lost like any other.
+pub(crate) fn seal_each<'p>(
+    batch: &mut [u8],
+    stride: usize,
+    payloads: impl Iterator<Item = (usize, Option<&'p [u8]>)>,
+    mut seal: impl FnMut(u64, &mut [u8], Option<&[u8]>),
+) {
+    let stride = stride.max(1);
+    let mut payloads = payloads.peekable();
+    for (i, d) in batch.chunks_mut(stride).enumerate() {
+        let pn = super::client::packet_number(d);
+        match payloads.next_if(|&(at, _)| at == i * stride) {
+            Some((_, Some(p))) => seal(pn, d, Some(p)),
+            Some((_, None)) => {}
+            None => seal(pn, d, None),
         }
     }
 }
@@ -136,10 +149,11 @@ impl SealKeys {
         self.key.seal(pn, packet);
     }
 
-    /// Seal the packet numbered `pn` whose payload is elsewhere ([`PacketKey::seal_from`]).
-    pub(crate) fn seal_from(&mut self, pn: u64, packet: &mut [u8], fields: usize, payload: &[u8]) {
+    /// Seal the packet numbered `pn`, its left-out payload from where it is
+    /// ([`PacketKey::seal_with`]).
+    pub(crate) fn seal_with(&mut self, pn: u64, packet: &mut [u8], payload: Option<&[u8]>) {
         self.advance(pn);
-        self.key.seal_from(pn, packet, fields, payload);
+        self.key.seal_with(pn, packet, payload);
     }
 
     /// The sealer of packets `first..=last` if they are in one epoch (a batch that crosses an

@@ -5,9 +5,9 @@
 //! cache (the source reads megabytes ahead). A [`SecureSender`](crate::secure::SecureSender)
 //! leaves the copy out: the packet gets its header and DATA fields, and the sealer encrypts
 //! the payload from the send buffer straight into the packet (an AEAD with a separate input
-//! for the rest of the plaintext). The wire bytes are the same (spec §9.4). Measured (`spate-lab bench-end`
-//! pair, 2 GiB file to file on loopback, session 48): the copy was 8.8 % of the sending
-//! process's CPU samples.
+//! for the rest of the plaintext). The wire bytes are the same (spec §9.4). Measured
+//! (`spate-lab bench-end` pair, 2 GiB file to file on loopback, session 48): the copy was
+//! 8.8 % of the sending process's CPU samples.
 //!
 //! Only where one block holds the whole chunk: the chunk that straddles two blocks of the
 //! source (one per block) is copied as before, as are manifest bytes. A batch sealed on
@@ -50,6 +50,17 @@ impl Deferred {
 }
 
 impl Sender {
+    /// The DATA packets of the last [`poll_transmit_deferring`](Sender::poll_transmit_deferring)
+    /// left without their payload: where each starts in its buffer, and the payload's bytes
+    /// (`None` only if the send buffer no longer held them, which nothing between the two
+    /// calls can cause).
+    pub(crate) fn deferred_payloads(&self) -> impl Iterator<Item = (usize, Option<&[u8]>)> {
+        self.deferred
+            .packets
+            .iter()
+            .map(|&(at, c)| (at, self.buffer.slice(c)))
+    }
+
     /// The payloads the last [`poll_transmit_deferring`](Sender::poll_transmit_deferring) left
     /// out, for a sealer on another thread.
     pub(crate) fn deferred_shared(&self) -> Vec<Payload> {

@@ -64,17 +64,6 @@ impl Sender {
         t
     }
 
-    /// The DATA packets of the last [`poll_transmit_deferring`](Self::poll_transmit_deferring)
-    /// left without their payload: where each starts in its buffer, and the payload's bytes
-    /// (`None` only if the send buffer no longer held them, which nothing between the two
-    /// calls can cause).
-    pub(crate) fn deferred_payloads(&self) -> impl Iterator<Item = (usize, Option<&[u8]>)> {
-        self.deferred
-            .packets
-            .iter()
-            .map(|&(at, c)| (at, self.buffer.slice(c)))
-    }
-
     fn transmit(
         &mut self,
         now: Instant,

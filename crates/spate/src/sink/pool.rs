@@ -13,12 +13,12 @@
 //! sender retransmits it), so the network thread never blocks on a writer and memory for
 //! queued data is bounded by [`LANE_BYTES`] per session and [`POOL_BYTES`] in all. Dropping is
 //! the last resort: each session reports its lane's [`Lane::room`] to its sender (spec §7.4),
-//! which keeps what it sends within it. The room a lane offers is its share of the pool — the pool divided among
-//! the lanes holding data, itself included — so that the rooms promised together never pass
-//! what the pool has free: with up to four sessions behind, each may still have a whole
-//! [`LANE_BYTES`]; with eight, 32 MiB each (before, each was offered the pool's whole free
-//! space, and eight stalled sessions were promised 512 MiB of a 256 MiB pool, the excess
-//! dropped on arrival and sent again).
+//! which keeps what it sends within it. The room a lane offers is its share of the pool — the
+//! pool divided among the lanes holding data, itself included — so that the rooms promised
+//! together never pass what the pool has free: with up to four sessions behind, each may still
+//! have a whole [`LANE_BYTES`]; with eight, 32 MiB each (before, each was offered the pool's
+//! whole free space, and eight stalled sessions were promised 512 MiB of a 256 MiB pool, the
+//! excess dropped on arrival and sent again).
 //!
 //! Why our own: the work is a queue per session with strict order inside it and turns between
 //! them. A general thread pool (rayon, threadpool) runs independent tasks and would either
@@ -252,7 +252,7 @@ impl Lane {
         self.shared.spares.take(len)
     }
 
-    /// Give a write buffer not used after all to the pool's spares.
+    /// Give a write buffer that is done with to the pool's spares (`spares.rs`).
     pub fn give_spare(&self, buf: Vec<u8>) {
         let queued = self.shared.queued.load(Ordering::Relaxed);
         self.shared.spares.give(buf, queued);
@@ -321,8 +321,7 @@ fn work(shared: &Shared) {
                 lane.release(held);
             }
             if let Some(buf) = buf {
-                let queued = shared.queued.load(Ordering::Relaxed);
-                shared.spares.give(buf, queued);
+                lane.give_spare(buf);
             }
         }
         let mut st = lock(&lane.state);
