@@ -36,7 +36,7 @@ enum Command {
     Report(emu::compare::ReportArgs),
     /// One end of a calibration probe (started by calibrate itself).
     #[command(hide = true)]
-    CalibEnd(emu::calibrate::CalibEndArgs),
+    CalibEnd(emu::probe::CalibEndArgs),
     /// Measure Spate's speed against raw UDP and TCP on this machine (loopback; a veth pair
     /// between network namespaces when root).
     BenchIo(bench::BenchArgs),
@@ -62,7 +62,7 @@ fn main() {
         Command::Calibrate(a) => emu::calibrate::run(a),
         Command::Compare(a) => emu::compare::compare(a),
         Command::Report(a) => emu::compare::report(a),
-        Command::CalibEnd(a) => emu::calibrate::run_end(a),
+        Command::CalibEnd(a) => emu::probe::run_end(a),
         Command::BenchIo(a) => bench::run(a),
         Command::BenchEnd(a) => bench::run_end(a),
         Command::TestVectors(a) => vectors_cmd::run(a),
