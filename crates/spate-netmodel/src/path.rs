@@ -9,13 +9,21 @@
 //!  next_arrival() ─► earliest `at`;  pop_due(now) ─► (dir, item) in (at, send order)
 //! ```
 //!
-//! The delay line is a min-heap keyed by (arrival time, send sequence), so packets that arrive
-//! at the same instant leave in the order they were sent: a run is a pure function of its
-//! inputs. The caller owns what a packet is (`T`): real bytes in a reusable buffer for the
+//! The delay line gives packets out in (arrival time, send sequence) order, so packets that
+//! arrive at the same instant leave in the order they were sent: a run is a pure function of
+//! its inputs. The caller owns what a packet is (`T`): real bytes in a reusable buffer for the
 //! emulator, a slot index for the simulator.
+//!
+//! Each direction's link is a FIFO, so nearly every packet arrives no earlier than the one its
+//! direction held before it. Those wait in a queue per direction, in order, at O(1) a packet;
+//! only the others (reordered ones, and those a phase change with a shorter delay brings
+//! forward) go to a min-heap. The next packet out is the earliest of the two queues' heads
+//! and the heap's top, by the same (arrival, sequence) key, so the order is exactly that of
+//! one heap of everything. With one heap, popping 20 000 packets in flight (1 Gbit/s, 100 ms)
+//! was about a tenth of the emulator thread's time.
 
 use core::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use spate_proto::Instant;
 
@@ -38,12 +46,26 @@ impl Direction {
             Direction::Reverse => 1,
         }
     }
+
+    const BOTH: [Direction; 2] = [Direction::Forward, Direction::Reverse];
+}
+
+/// Where the next packet out waits.
+#[derive(Clone, Copy)]
+enum Head {
+    /// At the front of this direction's in-order queue.
+    InOrder(Direction),
+    /// At the top of the heap.
+    Heap,
 }
 
 /// Both directions of a path, with the packets in flight.
 #[derive(Debug)]
 pub struct Path<T> {
     links: [Link; 2],
+    /// Per direction: (arrival, sequence, packet), arrivals non-decreasing.
+    in_order: [VecDeque<(Instant, u64, T)>; 2],
+    /// The other packets: (arrival, sequence, slot in `slots`).
     line: BinaryHeap<Reverse<(Instant, u64, u32)>>,
     slots: Vec<Option<(Direction, T)>>,
     free: Vec<u32>,
@@ -58,6 +80,7 @@ impl<T> Path<T> {
                 Link::new(schedule.clone(), seed, 0),
                 Link::new(schedule, seed, 1),
             ],
+            in_order: [VecDeque::new(), VecDeque::new()],
             line: BinaryHeap::new(),
             slots: Vec::new(),
             free: Vec::new(),
@@ -90,6 +113,12 @@ impl<T> Path<T> {
     }
 
     fn hold(&mut self, at: Instant, dir: Direction, item: T) {
+        self.seq += 1;
+        let queue = &mut self.in_order[dir.index()];
+        if queue.back().is_none_or(|&(last, _, _)| last <= at) {
+            queue.push_back((at, self.seq, item));
+            return;
+        }
         let slot = match self.free.pop() {
             Some(s) => {
                 self.slots[s as usize] = Some((dir, item));
@@ -100,28 +129,50 @@ impl<T> Path<T> {
                 u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
             }
         };
-        self.seq += 1;
         self.line.push(Reverse((at, self.seq, slot)));
+    }
+
+    /// The earliest packet held, by (arrival, sequence): when, and where it waits.
+    fn head(&self) -> Option<(Instant, Head)> {
+        let queued = Direction::BOTH.into_iter().filter_map(|d| {
+            let &(at, seq, _) = self.in_order[d.index()].front()?;
+            Some(((at, seq), Head::InOrder(d)))
+        });
+        let heaped = self
+            .line
+            .peek()
+            .map(|&Reverse((at, seq, _))| ((at, seq), Head::Heap));
+        queued
+            .chain(heaped)
+            .min_by_key(|&(key, _)| key)
+            .map(|((at, _), head)| (at, head))
     }
 
     /// When the earliest packet in flight arrives.
     pub fn next_arrival(&self) -> Option<Instant> {
-        self.line.peek().map(|Reverse((t, _, _))| *t)
+        self.head().map(|(at, _)| at)
     }
 
     /// Packets in flight (both directions).
     pub fn in_flight(&self) -> usize {
-        self.line.len()
+        self.line.len() + self.in_order.iter().map(VecDeque::len).sum::<usize>()
     }
 
     /// The earliest packet whose arrival time is at or before `now`, if any.
     pub fn pop_due(&mut self, now: Instant) -> Option<(Direction, T)> {
         loop {
-            let &Reverse((at, _, slot)) = self.line.peek()?;
+            let (at, head) = self.head()?;
             if at > now {
                 return None;
             }
-            self.line.pop();
+            let slot = match head {
+                Head::InOrder(d) => {
+                    return self.in_order[d.index()]
+                        .pop_front()
+                        .map(|(_, _, item)| (d, item));
+                }
+                Head::Heap => self.line.pop()?.0 .2,
+            };
             let item = self.slots.get_mut(slot as usize).and_then(Option::take);
             self.free.push(slot);
             if item.is_some() {
@@ -136,6 +187,65 @@ mod tests {
     use super::*;
     use crate::phase::Phase;
     use core::time::Duration;
+
+    /// The two-tier delay line gives packets out exactly as one heap of (arrival, sequence)
+    /// would, with reordering, duplicates and a phase change to a shorter delay (which brings
+    /// later packets forward), both directions, and pops interleaved with sends.
+    #[test]
+    fn gives_packets_out_in_the_order_of_one_heap() {
+        let ms = Duration::from_millis;
+        let mut a = Phase::clean(ms(0), 50_000_000, ms(80));
+        a.reorder = 0.2;
+        a.reorder_delay = ms(7);
+        a.duplicate = 0.05;
+        a.queue = ms(30);
+        let mut b = Phase::clean(ms(400), 20_000_000, ms(10));
+        b.reorder = 0.1;
+        b.reorder_delay = ms(3);
+        b.queue = ms(30);
+        let mut path = Path::new(Schedule::new(vec![a, b]).unwrap(), 7);
+        let mut reference: BinaryHeap<Reverse<(Instant, u64, usize, u64)>> = BinaryHeap::new();
+        let mut rng = crate::rng::SimRng::new(3, 99);
+        let (mut now, mut id) = (Instant::from_millis(0), 0u64);
+        let (mut popped, mut heaped) = (0, 0);
+        while now < Instant::from_millis(900) {
+            now += Duration::from_micros(rng.next_u64() % 400);
+            let dir = if rng.chance(0.3) {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            };
+            let first = id;
+            let fate = path.send(now, dir, 1500, || {
+                id += 1;
+                id
+            });
+            if let Fate::Delivered { at, duplicate, .. } = fate {
+                for k in 1..=1 + u64::from(duplicate) {
+                    reference.push(Reverse((at, first + k, dir.index(), first + k)));
+                }
+            }
+            heaped = heaped.max(path.line.len());
+            let until = now + Duration::from_micros(rng.next_u64() % 2000);
+            while let Some(got) = path.pop_due(until) {
+                let Reverse((_, _, dir, id)) = reference.pop().unwrap();
+                assert_eq!((got.0.index(), got.1), (dir, id));
+                popped += 1;
+            }
+            assert!(reference.peek().is_none_or(|Reverse((at, ..))| *at > until));
+            assert_eq!(path.in_flight(), reference.len());
+            assert_eq!(path.next_arrival(), reference.peek().map(|r| r.0 .0));
+        }
+        while let Some(got) = path.pop_due(Instant::MAX) {
+            let Reverse((_, _, dir, id)) = reference.pop().unwrap();
+            assert_eq!((got.0.index(), got.1), (dir, id));
+            popped += 1;
+        }
+        assert!(reference.is_empty());
+        // The case was exercised: many packets, some of them through the heap.
+        assert!(popped > 2000, "{popped}");
+        assert!(heaped > 10, "{heaped}");
+    }
 
     #[test]
     fn holds_each_packet_for_its_fate_and_keeps_send_order_on_ties() {
