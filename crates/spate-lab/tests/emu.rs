@@ -8,6 +8,19 @@
 //! average, and every output file is written.
 
 use std::process::Command;
+use std::sync::Mutex;
+
+/// Held by each test that runs a bed: the test harness runs tests two at a time, and on two
+/// cores a calibration check at 1 Gbit/s beside a Spate run measures the host, not the
+/// emulator (the emulator then fell tens of milliseconds behind).
+static ONE_BED_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_bed() -> std::sync::MutexGuard<'static, ()> {
+    // A test that failed while holding it poisons it; the next still runs alone.
+    ONE_BED_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 fn lab() -> Command {
     Command::new(env!("CARGO_BIN_EXE_spate-lab"))
@@ -38,6 +51,7 @@ fn spate_and_cubic_side_by_side() {
         );
         return;
     }
+    let _alone = one_bed();
     // Kernel TCP runs through iperf3, which scripts/lab-setup.sh installs (CI has it). On a
     // machine without it the emulator is still tested, with Spate alone.
     let cubic = on_path("iperf3");
@@ -206,6 +220,14 @@ fn bad_input_gets_a_clear_error() {
 /// `calibrate --rattan`: the lab's emulator and Rattan, an emulator nobody here wrote, measure
 /// the same capacity and added delay on the same paths (the probes' 1 s runs: the tolerances
 /// are the lab's claims, 2 % and 1 ms). Needs root and Rattan (scripts/lab-setup.sh).
+///
+/// Only the paths Rattan also runs (up to 250 Mbit/s): the 500 and 1000 Mbit/s checks measure
+/// the machine as much as the emulator. On the 2-core VM of session 49, which loses its cores
+/// to the hypervisor now and then (1–7 % steal), the emulator fell 10–60 ms behind in some of
+/// them, and over this test's 0.5 s of steady probing that moved the measured capacity by up
+/// to 4 % (500 Mbit/s measured 520.9 in one of five quiet runs). `spate-lab calibrate` checks
+/// those rates over 3.5 s and says when the emulator fell behind
+/// (`docs/results/lab/calibration.md`).
 #[test]
 fn the_emulator_agrees_with_rattan() {
     if !root() {
@@ -216,6 +238,7 @@ fn the_emulator_agrees_with_rattan() {
         eprintln!("SKIPPED: rattan is not installed (scripts/lab-setup.sh installs it)");
         return;
     }
+    let _alone = one_bed();
     let out = lab()
         .args([
             "calibrate",
@@ -225,6 +248,8 @@ fn the_emulator_agrees_with_rattan() {
             "delay",
             "--seconds",
             "1",
+            "--max-rate",
+            "250",
             "--rattan",
             "--json",
         ])
@@ -241,8 +266,8 @@ fn the_emulator_agrees_with_rattan() {
         rows.iter().filter(|r| r["emulator"] == emulator).collect()
     };
     let (ours, theirs) = (of("lab"), of("rattan"));
-    // Four capacity and four delay checks; those up to 250 Mbit/s through Rattan too.
-    assert_eq!(ours.len(), 8, "{text}");
+    // Two capacity and three delay checks, each through both emulators.
+    assert_eq!(ours.len(), 5, "{text}");
     assert_eq!(theirs.len(), 5, "{text}");
     for r in &theirs {
         let twin = ours
