@@ -12,6 +12,7 @@ pub mod calibrate;
 pub mod compare;
 pub mod flows;
 pub mod forward;
+pub mod host;
 pub mod probe;
 mod rattan;
 pub mod report;

@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use spate_sim::report::{fairness_line, flow_notes, phase_table};
 use spate_sim::PhaseReport;
 
+use super::host::HostLoad;
+
 /// One emulator run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EmuReport {
@@ -31,6 +33,10 @@ pub struct EmuReport {
     pub fairness_window_s: Option<[f64; 2]>,
     /// The emulator's own numbers.
     pub emulator: EmulatorStats,
+    /// The machine over the run (absent in reports from before session 49, and where
+    /// `/proc/stat` cannot be read).
+    #[serde(default)]
+    pub host: Option<HostLoad>,
 }
 
 /// One flow of a run.
@@ -100,13 +106,20 @@ pub struct HostLimits {
 /// 1 Gbit/s 2–5 Mbit/s, in 2–6 % of the reports); next to three busy loops 15 %.
 pub const UNUSED_NOTE: f64 = 0.03;
 
-/// The note for a Spate sender its host held up, if it was.
-fn host_note(f: &EmuFlow) -> Option<String> {
+/// The note for a Spate sender its host held up, if it was, with what the machine did over
+/// the run when that is known.
+fn host_note(f: &EmuFlow, host: Option<&HostLoad>) -> Option<String> {
     let l = f
         .sender_limited
         .filter(|l| l.unused_mbps > UNUSED_NOTE * f.goodput_mbps)?;
+    let machine = host.map_or(String::new(), |h| {
+        format!(
+            " (over the run: {} % idle, {} % taken by the hypervisor)",
+            h.idle_pct, h.steal_pct
+        )
+    });
     Some(format!(
-        "the host held the sender up in {:.0} % of its reports ({:.1} Mbit/s of its pace left unused on average): a busy machine, not the path (docs/lab.md, \"A busy host\"); close other programs and run again",
+        "the host held the sender up in {:.0} % of its reports ({:.1} Mbit/s of its pace left unused on average): a busy machine, not the path{machine} (docs/lab.md, \"A busy host\"); close other programs and run again",
         l.share * 100.0,
         l.unused_mbps
     ))
@@ -156,6 +169,9 @@ impl EmuReport {
             self.emulator.lateness_max_us,
             opt(self.emulator.queue_drop_pct(), 2)
         );
+        if let Some(h) = &self.host {
+            s.insert_str(s.len() - 1, &format!("host: {}\n", h.describe()));
+        }
         s += "flow  protocol  policy  start s  goodput Mbit/s  done     feedback KiB/GiB  CPU %/Gbit/s send/recv\n";
         for (i, f) in self.flows.iter().enumerate() {
             s += &format!(
@@ -178,7 +194,7 @@ impl EmuReport {
                 self.flows.len() > 1,
                 f.error.as_deref(),
             );
-            if let Some(n) = host_note(f) {
+            if let Some(n) = host_note(f, self.host.as_ref()) {
                 s += &format!("      note: {n}\n");
             }
         }
@@ -296,7 +312,7 @@ pub fn markdown(runs: &[EmuReport]) -> String {
             out += "\n";
         }
         for r in &group {
-            for n in r.flows.iter().filter_map(host_note) {
+            for n in r.flows.iter().filter_map(|f| host_note(f, r.host.as_ref())) {
                 out += &format!("\n*{}: {n}.*\n", r.label);
             }
         }
@@ -366,6 +382,7 @@ mod tests {
                 forward: [0; 4],
                 reverse: [0; 4],
             },
+            host: None,
         }
     }
 
@@ -386,8 +403,23 @@ mod tests {
         assert!(!markdown(&[quiet]).contains("held the sender up"));
         let note = "the host held the sender up in 84 % of its reports (12.3 Mbit/s of its pace left unused on average)";
         assert!(busy.to_text().contains(note), "{}", busy.to_text());
-        let t = markdown(&[busy]);
+        assert!(busy.to_text().contains("close other programs"));
+        let t = markdown(&[busy.clone()]);
         assert!(t.contains(&format!("*spate: {note}")), "{t}");
+        // What the machine did over the run is in the text, and in the note.
+        busy.host = Some(HostLoad {
+            cpus: 2,
+            idle_pct: 3.5,
+            steal_pct: 6.2,
+        });
+        let text = busy.to_text();
+        assert!(
+            text.contains("host: 2 CPUs, 3.5 % idle, 6.2 % taken by the hypervisor (steal)\n"),
+            "{text}"
+        );
+        let with_host = "a busy machine, not the path (over the run: 3.5 % idle, 6.2 % taken by the hypervisor)";
+        assert!(text.contains(with_host), "{text}");
+        assert!(markdown(&[busy]).contains(with_host));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use spate_sim::{Protocol, Scenario, TimeSeries};
 use super::bed::Bed;
 use super::flows::{self, Proc, Tools};
 use super::forward::{self, Classifier};
+use super::host::{CpuTimes, HostLoad};
 use super::report::{EmuFlow, EmuReport, EmulatorStats, HostLimits};
 use super::tun;
 
@@ -178,6 +179,7 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
     }
     // Receivers bind before the clock starts.
     std::thread::sleep(Duration::from_millis(500));
+    let cpu_before = CpuTimes::now();
     let emu = Emulation::start(client, server, s, classifier)?;
     let t0 = emu.t0;
     let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
@@ -246,6 +248,9 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
         }
     }
     let mut measured = emu.finish()?;
+    let host = cpu_before
+        .zip(CpuTimes::now())
+        .and_then(|(a, b)| HostLoad::between(a, b));
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -346,6 +351,7 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
         phases,
         fairness_jain: jain,
         fairness_window_s: window,
+        host,
         emulator: EmulatorStats {
             cpu_s: round(measured.cpu_s, 2),
             lateness_mean_us: round(measured.lateness_us.0, 1),
