@@ -239,6 +239,12 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         .filter(|(_, c)| a.only.is_empty() || a.only.contains(&c.kind))
         .filter(|(_, c)| c.rate_mbps <= max_rate)
         .collect();
+    if checks.is_empty() {
+        bail!(
+            "no check is left (--only and --max-rate): capacity checks run from 10 Mbit/s, \
+             delay checks from 100, loss checks from 250"
+        );
+    }
     let show = !a.json && std::io::stderr().is_terminal();
     for (n, &(seed, c)) in checks.iter().enumerate() {
         if super::interrupted() {
