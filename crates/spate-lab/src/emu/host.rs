@@ -8,9 +8,11 @@
 //! * **idle**: idle and iowait over all time. Near 0 %, the run took every core, and a late
 //!   wake-up anywhere held something up.
 //! * **steal**: time the hypervisor ran something else while this VM wanted a CPU: stalls no
-//!   program here can avoid or see coming. The VM of session 49 showed 0.2 % idle, 1.9–5.2 %
-//!   over 8 s runs at 100 Mbit/s and 2.1 % at 1 Gbit/s, so it is the VM's background there,
-//!   not by itself a sign of a bad run; the run's numbers are given, not judged.
+//!   program here can avoid or see coming. The VM of session 49 showed 0.2 % idle, and
+//!   1.9–5.2 % over 8 s runs at 100 Mbit/s that it did not hurt (two thirds of the machine
+//!   idle); at 1 Gbit/s, which takes the whole machine, Spate moved 783–878 Mbit/s with
+//!   0.8–2.5 % stolen and 606–709 with 3.1–6.6 % (eight runs of `emu/short.toml --scale 10`).
+//!   So the numbers are given, not judged: what they cost depends on the run's headroom.
 //!
 //! Written by hand: it is one line of numbers, and the crates that read `/proc` bring far
 //! more than that.
