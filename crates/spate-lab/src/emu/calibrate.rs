@@ -36,6 +36,7 @@ use spate_sim::Scenario;
 
 use super::bed::{Bed, SERVER};
 use super::forward::{Classifier, UDP};
+use super::host::{CpuTimes, HostLoad};
 use super::probe::PROBE;
 use super::rattan::{self, RattanPath};
 use super::Emulation;
@@ -132,6 +133,8 @@ struct Outcome {
     /// time, which runs the receiving namespace's input path; at full load on two cores it is
     /// what the emulator adds to the model's queueing delay.
     emulator_late_us_mean: Option<f64>,
+    /// The machine during the check (the lab's emulator only).
+    host: Option<HostLoad>,
 }
 
 #[rustfmt::skip]
@@ -313,8 +316,14 @@ fn busy_note(out: &[Outcome]) -> Option<String> {
         .iter()
         .filter(|o| !o.pass && o.emulator_late_us_mean.is_some_and(|us| us > LATE_US))
         .map(|o| {
+            let machine = o.host.map_or(String::new(), |h| {
+                format!(
+                    "; the machine {} % idle, {} % taken by the hypervisor",
+                    h.idle_pct, h.steal_pct
+                )
+            });
             format!(
-                "{} at {} Mbit/s ({} ms late on average)",
+                "{} at {} Mbit/s ({} ms late on average{machine})",
                 o.kind.name(),
                 o.rate_mbps,
                 round(o.emulator_late_us_mean.unwrap_or(0.0) / 1e3, 1)
@@ -412,6 +421,7 @@ fn check(lab: &std::path::Path, c: &Check, seconds: f64, seed: u64) -> Result<Ou
         .spawn()
         .context("cannot start the probe receiver")?;
     std::thread::sleep(Duration::from_millis(300));
+    let cpu_before = CpuTimes::now();
     let emu = Emulation::start(client, server, &s, cl)?;
     let rate_bps = (c.rate_mbps * 1e6 * c.load).round() as u64;
     let send = Bed::command(&bed.client, &lab.to_string_lossy())
@@ -435,6 +445,9 @@ fn check(lab: &std::path::Path, c: &Check, seconds: f64, seed: u64) -> Result<Ou
     let _ = recv.kill();
     let r = recv.wait_with_output()?;
     let measured = emu.finish()?;
+    let host = cpu_before
+        .zip(CpuTimes::now())
+        .and_then(|(a, b)| HostLoad::between(a, b));
     drop(bed);
     let sent: serde_json::Value = serde_json::from_slice(&send.stdout)
         .with_context(|| format!("probe sender: {}", String::from_utf8_lossy(&send.stderr)))?;
@@ -445,6 +458,7 @@ fn check(lab: &std::path::Path, c: &Check, seconds: f64, seed: u64) -> Result<Ou
     o.lost_outside_model =
         Some(o.probes_sent as i64 - number(&got, "received") as i64 - model_dropped as i64);
     o.emulator_late_us_mean = Some(round(measured.lateness_us.0, 1));
+    o.host = host;
     Ok(o)
 }
 
@@ -520,6 +534,7 @@ fn judge(
         probes_sent: probes,
         lost_outside_model: None,
         emulator_late_us_mean: None,
+        host: None,
     }
 }
 
@@ -548,9 +563,22 @@ mod tests {
 
     #[test]
     fn a_check_failed_behind_a_late_emulator_says_what_to_do() {
-        let note = busy_note(&[capacity_at_1g(941.4, 16_336.0)]).unwrap();
+        let mut late = capacity_at_1g(941.4, 16_336.0);
+        let note = busy_note(std::slice::from_ref(&late)).unwrap();
         assert!(
             note.contains("capacity at 1000 Mbit/s (16.3 ms late on average)"),
+            "{note}"
+        );
+        late.host = Some(HostLoad {
+            cpus: 2,
+            idle_pct: 1.2,
+            steal_pct: 6.5,
+        });
+        let note = busy_note(&[late]).unwrap();
+        assert!(
+            note.contains(
+                "(16.3 ms late on average; the machine 1.2 % idle, 6.5 % taken by the hypervisor)"
+            ),
             "{note}"
         );
         assert!(note.contains("--max-rate"), "{note}");
