@@ -316,12 +316,9 @@ fn busy_note(out: &[Outcome]) -> Option<String> {
         .iter()
         .filter(|o| !o.pass && o.emulator_late_us_mean.is_some_and(|us| us > LATE_US))
         .map(|o| {
-            let machine = o.host.map_or(String::new(), |h| {
-                format!(
-                    "; the machine {} % idle, {} % taken by the hypervisor",
-                    h.idle_pct, h.steal_pct
-                )
-            });
+            let machine = o
+                .host
+                .map_or(String::new(), |h| format!("; the machine {}", h.brief()));
             format!(
                 "{} at {} Mbit/s ({} ms late on average{machine})",
                 o.kind.name(),
@@ -445,9 +442,7 @@ fn check(lab: &std::path::Path, c: &Check, seconds: f64, seed: u64) -> Result<Ou
     let _ = recv.kill();
     let r = recv.wait_with_output()?;
     let measured = emu.finish()?;
-    let host = cpu_before
-        .zip(CpuTimes::now())
-        .and_then(|(a, b)| HostLoad::between(a, b));
+    let host = HostLoad::since(cpu_before);
     drop(bed);
     let sent: serde_json::Value = serde_json::from_slice(&send.stdout)
         .with_context(|| format!("probe sender: {}", String::from_utf8_lossy(&send.stderr)))?;

@@ -84,11 +84,21 @@ impl HostLoad {
         })
     }
 
+    /// The machine from `before` until now.
+    pub fn since(before: Option<CpuTimes>) -> Option<HostLoad> {
+        HostLoad::between(before?, CpuTimes::now()?)
+    }
+
     /// `2 CPUs, 12.5 % idle, 3.1 % taken by the hypervisor (steal)`.
     pub fn describe(&self) -> String {
+        format!("{} CPUs, {} (steal)", self.cpus, self.brief())
+    }
+
+    /// `12.5 % idle, 3.1 % taken by the hypervisor`.
+    pub fn brief(&self) -> String {
         format!(
-            "{} CPUs, {} % idle, {} % taken by the hypervisor (steal)",
-            self.cpus, self.idle_pct, self.steal_pct
+            "{} % idle, {} % taken by the hypervisor",
+            self.idle_pct, self.steal_pct
         )
     }
 }

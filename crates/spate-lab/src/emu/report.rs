@@ -112,12 +112,7 @@ fn host_note(f: &EmuFlow, host: Option<&HostLoad>) -> Option<String> {
     let l = f
         .sender_limited
         .filter(|l| l.unused_mbps > UNUSED_NOTE * f.goodput_mbps)?;
-    let machine = host.map_or(String::new(), |h| {
-        format!(
-            " (over the run: {} % idle, {} % taken by the hypervisor)",
-            h.idle_pct, h.steal_pct
-        )
-    });
+    let machine = host.map_or(String::new(), |h| format!(" (over the run: {})", h.brief()));
     Some(format!(
         "the host held the sender up in {:.0} % of its reports ({:.1} Mbit/s of its pace left unused on average): a busy machine, not the path{machine} (docs/lab.md, \"A busy host\"); close other programs and run again",
         l.share * 100.0,

@@ -248,9 +248,7 @@ pub fn run_one(s: &Scenario, scale: f64, quiet: bool) -> Result<Run> {
         }
     }
     let mut measured = emu.finish()?;
-    let host = cpu_before
-        .zip(CpuTimes::now())
-        .and_then(|(a, b)| HostLoad::between(a, b));
+    let host = HostLoad::since(cpu_before);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
