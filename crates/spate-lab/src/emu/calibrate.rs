@@ -50,6 +50,10 @@ const PORT: u16 = 9999;
 /// (1 Gbit/s with 100 ms RTT) and prints a table; exit status 2 if any check is outside its
 /// tolerance (capacity 2 %, added delay 1 ms, loss 0.1 percentage points).
 ///
+/// Each row also gives how late the emulator handed packets over on average; a check that
+/// failed while the emulator fell more than 1 ms behind is named in a note (the machine was
+/// busy, or cannot carry that rate: see --max-rate).
+///
 /// With --rattan, the checks up to 250 Mbit/s also run through Rattan 0.1.1 (installed by
 /// scripts/lab-setup.sh) and a second table compares the two emulators; exit status 2 also
 /// when they disagree by more than the tolerance.
