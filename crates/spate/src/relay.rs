@@ -5,7 +5,8 @@
 //!
 //! The relay forwards datagrams from its client (the first address that is not the server) to
 //! the server through the forward link, and the server's answers back through the reverse
-//! link. Datagrams wait in a time-ordered heap; their buffers are reused.
+//! link. Datagrams wait in the path's delay line ([`Path`], in arrival order); their buffers
+//! are reused.
 //!
 //! The loop alternates: read at most [`MAX_DRAIN`] batches, then deliver whatever is due (as
 //! the lab's forwarder does, `spate-lab/src/emu/forward.rs`). Reading until the socket was
