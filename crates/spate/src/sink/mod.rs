@@ -218,6 +218,11 @@ impl Sink {
 
     /// Queue `bytes` of `object` at `offset` for writing.
     pub fn write(&mut self, object: u32, mut offset: u64, mut bytes: &[u8]) {
+        // Nothing to place: no coalescing buffer is started (or ended) for it. The wire
+        // refuses empty DATA (§4.3); this keeps an empty write of any origin a no-op.
+        if bytes.is_empty() {
+            return;
+        }
         if !self.direct() {
             self.put(object, offset, bytes);
             return;
@@ -283,10 +288,6 @@ impl Sink {
     /// counted at about what it holds instead of a whole buffer each.
     fn flush(&mut self) {
         if let Some(c) = self.cur.take() {
-            if c.used == 0 {
-                self.lane.give_spare(c.buf);
-                return;
-            }
             let (buf, at) = if c.used * SPARSE < c.buf.len() {
                 let bytes = c.buf[c.at..c.at + c.used].to_vec();
                 self.lane.give_spare(c.buf);

@@ -570,3 +570,25 @@ fn written_buffers_are_filled_again() {
         "{left} of {kept} spare bytes left"
     );
 }
+
+/// An empty write is a no-op: it neither starts a coalescing buffer nor ends the one being
+/// filled, even at an offset that does not continue it (before, it ended the buffer and began
+/// an empty one, which `flush` then had to recognise).
+#[test]
+fn an_empty_write_is_a_no_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = pattern(4000);
+    let pool = WriterPool::paused();
+    let mut sink = start(
+        &pool,
+        dir.path(),
+        &Manifest::new(vec![file("e.bin", &data)]),
+    );
+    sink.write(1, 9_999, &[]);
+    assert!(sink.cur.is_none());
+    sink.write(1, 0, &data[..1000]);
+    sink.write(1, 3_000, &[]);
+    sink.write(1, 1000, &data[1000..]);
+    assert_eq!(sink.cur.as_ref().map(|c| c.used), Some(data.len()));
+    assert_eq!(sink.lane.held_bytes(), 0, "nothing queued");
+}
