@@ -318,17 +318,18 @@ const LATE_US: f64 = 1000.0;
 fn busy_note(out: &[Outcome]) -> Option<String> {
     let late: Vec<String> = out
         .iter()
-        .filter(|o| !o.pass && o.emulator_late_us_mean.is_some_and(|us| us > LATE_US))
-        .map(|o| {
+        .filter(|o| !o.pass)
+        .filter_map(|o| {
+            let us = o.emulator_late_us_mean.filter(|&us| us > LATE_US)?;
             let machine = o
                 .host
                 .map_or(String::new(), |h| format!("; the machine {}", h.brief()));
-            format!(
+            Some(format!(
                 "{} at {} Mbit/s ({} ms late on average{machine})",
                 o.kind.name(),
                 o.rate_mbps,
-                round(o.emulator_late_us_mean.unwrap_or(0.0) / 1e3, 1)
-            )
+                round(us / 1e3, 1)
+            ))
         })
         .collect();
     (!late.is_empty()).then(|| {

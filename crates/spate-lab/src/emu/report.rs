@@ -155,7 +155,7 @@ impl EmuReport {
     /// The per-run text summary.
     pub fn to_text(&self) -> String {
         let mut s = format!(
-            "scenario {:?} (rates × {}), {:.1} s in real time, emulator: {:.1} s CPU, packets late by {:.0} µs on average ({} µs at most), {} % of forward packets dropped by the bottleneck queue\n\n",
+            "scenario {:?} (rates × {}), {:.1} s in real time, emulator: {:.1} s CPU, packets late by {:.0} µs on average ({} µs at most), {} % of forward packets dropped by the bottleneck queue\n",
             self.scenario,
             self.scale,
             self.run_s,
@@ -165,8 +165,9 @@ impl EmuReport {
             opt(self.emulator.queue_drop_pct(), 2)
         );
         if let Some(h) = &self.host {
-            s.insert_str(s.len() - 1, &format!("host: {}\n", h.describe()));
+            s += &format!("host: {}\n", h.describe());
         }
+        s.push('\n');
         s += "flow  protocol  policy  start s  goodput Mbit/s  done     feedback KiB/GiB  CPU %/Gbit/s send/recv\n";
         for (i, f) in self.flows.iter().enumerate() {
             s += &format!(
