@@ -278,9 +278,17 @@ impl spate_proto::Source for Pattern {
 /// extension are in play) in which datagram `nth` of one direction has byte `at` changed by
 /// `xor`: what an authenticated hostile peer can send. Neither end may panic, every chunk the
 /// receiver accepts or rebuilds must lie inside its object, and when the change went to the
-/// sender, every byte the receiver took must be the source's. Returns `None` if there was no
-/// `nth` datagram long enough to change, else whether the transfer completed.
-fn tampered_transfer(to_receiver: bool, nth: usize, at: usize, xor: u8) -> Option<bool> {
+/// sender, every byte the receiver took must be the source's. With `resume`, the receiver
+/// already holds the first 10 000 bytes of the first file (so HAVE is in play) and reports a
+/// Write Limit of 64 KiB past what it received (§7.4). Returns `None` if there was no `nth`
+/// datagram long enough to change, else whether the transfer completed.
+fn tampered_transfer(
+    resume: bool,
+    to_receiver: bool,
+    nth: usize,
+    at: usize,
+    xor: u8,
+) -> Option<bool> {
     let m = Manifest {
         destination: String::new(),
         entries: vec![
@@ -290,18 +298,17 @@ fn tampered_transfer(to_receiver: bool, nth: usize, at: usize, xor: u8) -> Optio
     };
     let mut cfg = SenderConfig::new(RateConfig::fixed(20_000_000));
     cfg.fec = spate_proto::coding::Fec::Rate(0.0625);
+    cfg.resume = resume;
     let mut s = Sender::new(cfg, 5, &m, Instant::ZERO).unwrap();
     let mut buf = vec![0u8; 1472];
     let t = s
         .poll_transmit(Instant::ZERO, &mut buf, &mut Pattern)
         .unwrap();
-    let mut r = Receiver::accept(
-        ReceiverConfig::default(),
-        Instant::ZERO,
-        &mut buf[..t.len],
-        TOKEN,
-    )
-    .unwrap();
+    let rcfg = ReceiverConfig {
+        resume,
+        ..ReceiverConfig::default()
+    };
+    let mut r = Receiver::accept(rcfg, Instant::ZERO, &mut buf[..t.len], TOKEN).unwrap();
     let check = |object: u32, offset: u64, bytes: &[u8]| {
         let size = TAMPERED_SIZES[object as usize - 1];
         assert!(
@@ -338,6 +345,12 @@ fn tampered_transfer(to_receiver: bool, nth: usize, at: usize, xor: u8) -> Optio
         while let Some(c) = r.poll_rebuilt() {
             check(c.object, c.offset, &c.bytes);
         }
+        if resume {
+            if r.wants_resume() {
+                r.resume(now, [(1, 0..10_000)]);
+            }
+            r.set_write_room(now, 64 << 10);
+        }
         let mut one = [0u8; 1472];
         while let Some(t) = r.poll_transmit(now, &mut one) {
             let d = &mut one[..t.len];
@@ -361,29 +374,29 @@ fn tampered_transfer(to_receiver: bool, nth: usize, at: usize, xor: u8) -> Optio
 
 /// Every single-byte change to the first 48 bytes (the header's packet number and every
 /// field of every packet type, FEEDBACK's first ranges and extensions) of every datagram of a
-/// coded transfer, either way, flipping the low bit, the high bit or all eight: what a peer
+/// coded transfer, fresh and resumed, either way, flipping the low bit, the high bit or all eight: what a peer
 /// that holds the session's keys can send instead of the real packet. The fuzz target
 /// `tampered_pair` searches further; this covers the one-field changes exhaustively.
 #[test]
 fn every_one_byte_change_to_a_field_is_survived() {
     let mut runs = 0;
-    for to_receiver in [true, false] {
+    for (resume, to_receiver) in [(false, true), (false, false), (true, true), (true, false)] {
         for nth in 0.. {
             // Unchanged (`xor` 0): the transfer completes.
-            match tampered_transfer(to_receiver, nth, 6, 0) {
+            match tampered_transfer(resume, to_receiver, nth, 6, 0) {
                 None => break,
                 Some(done) => assert!(done, "untouched transfer did not complete"),
             }
             for at in 6..48 {
                 for xor in [0x01, 0x80, 0xff] {
-                    tampered_transfer(to_receiver, nth, at, xor);
+                    tampered_transfer(resume, to_receiver, nth, at, xor);
                     runs += 1;
                 }
             }
         }
     }
     assert!(
-        runs > 5_000,
+        runs > 10_000,
         "{runs} runs: fewer datagrams than a coded transfer sends"
     );
 }
