@@ -54,7 +54,9 @@ impl HaveEntry {
     /// The last object the entry names.
     fn last(&self) -> u32 {
         match *self {
-            HaveEntry::Whole { first, count } => first + count.max(1) - 1,
+            // Decoding checked that the last object fits; `first + count` alone may not
+            // (it is 2^32 for a run that ends at the last object number).
+            HaveEntry::Whole { first, count } => first + (count.max(1) - 1),
             HaveEntry::Range { object, .. } => object,
         }
     }

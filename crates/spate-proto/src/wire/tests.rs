@@ -282,6 +282,32 @@ fn have_round_trips_and_rejects_bad_entries() {
     assert!(Have::encode(&[entries[2], entries[0]], &mut w).is_err());
 }
 
+/// A run of whole objects that ends at the last object number, 2^32 − 1, round-trips (its
+/// last object was computed as `first + count − 1`, whose `first + count` overflows: a panic
+/// in builds with overflow checks, found by the `parse_packet` fuzz target run with `-a`).
+#[test]
+fn a_have_run_may_end_at_the_last_object_number() {
+    use super::{Have, HaveEntry};
+    for entries in [
+        [HaveEntry::Whole {
+            first: u32::MAX,
+            count: 1,
+        }],
+        [HaveEntry::Whole {
+            first: u32::MAX - 2,
+            count: 3,
+        }],
+    ] {
+        let mut buf = [0u8; 32];
+        let mut w = Writer::new(&mut buf);
+        Have::encode(&entries, &mut w).unwrap();
+        let n = w.len();
+        let mut r = crate::codec::Reader::new(&buf[..n]);
+        let h = Have::decode(&mut r).unwrap();
+        assert_eq!(h.entries().collect::<Vec<_>>(), entries);
+    }
+}
+
 /// Rebuilt Blocks (extension type 2, §6.9) ride after the Write Limit; a malformed list is
 /// ignored with the rest of the extensions, never the report.
 #[test]
