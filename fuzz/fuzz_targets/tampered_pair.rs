@@ -42,7 +42,8 @@ impl Source for Pattern {
     }
 }
 
-/// The receiver's copy of what it accepted, checked against the source.
+/// Bytes the receiver accepted at `offset` of `object`: inside the object, and, if `exact`,
+/// the source's.
 fn check(object: u32, offset: u64, bytes: &[u8], exact: bool) {
     let size = *SIZES
         .get((object as usize).wrapping_sub(1))

@@ -374,9 +374,10 @@ fn tampered_transfer(
 
 /// Every single-byte change to the first 48 bytes (the header's packet number and every
 /// field of every packet type, FEEDBACK's first ranges and extensions) of every datagram of a
-/// coded transfer, fresh and resumed, either way, flipping the low bit, the high bit or all eight: what a peer
-/// that holds the session's keys can send instead of the real packet. The fuzz target
-/// `tampered_pair` searches further; this covers the one-field changes exhaustively.
+/// coded transfer, fresh and resumed, either way, flipping the low bit, the high bit or all
+/// eight: what a peer that holds the session's keys can send instead of the real packet. The
+/// fuzz target `tampered_pair` searches further; this covers the one-field changes
+/// exhaustively.
 #[test]
 fn every_one_byte_change_to_a_field_is_survived() {
     let mut runs = 0;
