@@ -263,23 +263,32 @@ fn have_round_trips_and_rejects_bad_entries() {
             len: 1,
         },
     ];
-    let mut buf = [0u8; 64];
-    let mut w = Writer::new(&mut buf);
-    Have::encode(&entries, &mut w).unwrap();
-    let n = w.len();
-    let mut r = crate::codec::Reader::new(&buf[..n]);
-    let h = Have::decode(&mut r).unwrap();
-    assert_eq!(h.entries().collect::<Vec<_>>(), entries);
+    let mut bytes = have_round_trip(&entries);
     // Trailing bytes, object 0 and empty ranges are refused.
-    let mut r = crate::codec::Reader::new(&buf[..n + 1]);
+    bytes.push(0);
+    let mut r = crate::codec::Reader::new(&bytes);
     assert!(Have::decode(&mut r).is_err());
     for bad in [&[1u8, 0, 1][..], &[1, 1, 0, 0, 0], &[2, 1, 1]] {
         let mut r = crate::codec::Reader::new(bad);
         assert!(Have::decode(&mut r).is_err(), "{bad:?}");
     }
     // Out of order entries cannot be written.
+    let mut buf = [0u8; 64];
     let mut w = Writer::new(&mut buf);
     assert!(Have::encode(&[entries[2], entries[0]], &mut w).is_err());
+}
+
+/// `entries` written as a HAVE body, checked to decode back to them; the bytes.
+fn have_round_trip(entries: &[super::HaveEntry]) -> Vec<u8> {
+    use super::Have;
+    let mut buf = [0u8; 64];
+    let mut w = Writer::new(&mut buf);
+    Have::encode(entries, &mut w).unwrap();
+    let n = w.len();
+    let mut r = crate::codec::Reader::new(&buf[..n]);
+    let h = Have::decode(&mut r).unwrap();
+    assert_eq!(h.entries().collect::<Vec<_>>(), entries);
+    buf[..n].to_vec()
 }
 
 /// A run of whole objects that ends at the last object number, 2^32 − 1, round-trips (its
@@ -287,24 +296,9 @@ fn have_round_trips_and_rejects_bad_entries() {
 /// in builds with overflow checks, found by the `parse_packet` fuzz target run with `-a`).
 #[test]
 fn a_have_run_may_end_at_the_last_object_number() {
-    use super::{Have, HaveEntry};
-    for entries in [
-        [HaveEntry::Whole {
-            first: u32::MAX,
-            count: 1,
-        }],
-        [HaveEntry::Whole {
-            first: u32::MAX - 2,
-            count: 3,
-        }],
-    ] {
-        let mut buf = [0u8; 32];
-        let mut w = Writer::new(&mut buf);
-        Have::encode(&entries, &mut w).unwrap();
-        let n = w.len();
-        let mut r = crate::codec::Reader::new(&buf[..n]);
-        let h = Have::decode(&mut r).unwrap();
-        assert_eq!(h.entries().collect::<Vec<_>>(), entries);
+    use super::HaveEntry;
+    for (first, count) in [(u32::MAX, 1), (u32::MAX - 2, 3)] {
+        have_round_trip(&[HaveEntry::Whole { first, count }]);
     }
 }
 
