@@ -252,13 +252,9 @@ fuzz_target!(|data: &[u8]| {
                 let mut counted = 0u32;
                 for _ in 0..a {
                     p.transmit();
-                    let fwd: Vec<_> = p.fwd.drain(..).collect();
-                    let back: Vec<_> = p.back.drain(..).collect();
-                    for (to_r, mut dg) in fwd
-                        .into_iter()
-                        .map(|x| (true, x))
-                        .chain(back.into_iter().map(|x| (false, x)))
-                    {
+                    let mut due: Vec<_> = p.fwd.drain(..).map(|x| (true, x)).collect();
+                    due.extend(p.back.drain(..).map(|x| (false, x)));
+                    for (to_r, mut dg) in due {
                         if to_r == towards_receiver {
                             counted += 1;
                             if counted == b as u32 {
