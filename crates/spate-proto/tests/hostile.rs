@@ -7,6 +7,9 @@ use spate_proto::{
     SenderEvent, Zeros,
 };
 
+mod common;
+use common::{byte_at, Pattern};
+
 /// The receiver's address-validation token in these tests (spec §4.8).
 const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
 
@@ -256,24 +259,6 @@ proptest! {
 /// Object sizes of [`tampered_transfer`]: a coded file of 30 chunks and a short one.
 const TAMPERED_SIZES: [u64; 2] = [43_000, 3_000];
 
-/// The byte at `offset` of `object` in [`tampered_transfer`]: never zero, so a misplaced
-/// chunk shows.
-fn pattern(object: u32, offset: u64) -> u8 {
-    (offset.wrapping_mul(31) ^ (u64::from(object) * 0x9e)) as u8 | 1
-}
-
-struct Pattern;
-
-impl spate_proto::Source for Pattern {
-    fn next(&mut self, object: u32, offset: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
-        Ok(Some(
-            (offset..offset + max.min(16 << 10))
-                .map(|o| pattern(object, o))
-                .collect(),
-        ))
-    }
-}
-
 /// A coded transfer (every block with repair symbols, so REPAIR, KEEP and the Rebuilt Blocks
 /// extension are in play) in which datagram `nth` of one direction has byte `at` changed by
 /// `xor`: what an authenticated hostile peer can send. Neither end may panic, every chunk the
@@ -302,7 +287,7 @@ fn tampered_transfer(
     let mut s = Sender::new(cfg, 5, &m, Instant::ZERO).unwrap();
     let mut buf = vec![0u8; 1472];
     let t = s
-        .poll_transmit(Instant::ZERO, &mut buf, &mut Pattern)
+        .poll_transmit(Instant::ZERO, &mut buf, &mut Pattern::new(16 << 10))
         .unwrap();
     let rcfg = ReceiverConfig {
         resume,
@@ -317,7 +302,7 @@ fn tampered_transfer(
         );
         if !to_receiver {
             for (i, b) in bytes.iter().enumerate() {
-                assert_eq!(*b, pattern(object, offset + i as u64), "object {object}");
+                assert_eq!(*b, byte_at(object, offset + i as u64), "object {object}");
             }
         }
     };
@@ -333,7 +318,7 @@ fn tampered_transfer(
     // over, and a bound for one the change broke.
     for ms in 1..3000 {
         let now = Instant::from_millis(ms);
-        while let Some(t) = s.poll_transmit(now, &mut buf, &mut Pattern) {
+        while let Some(t) = s.poll_transmit(now, &mut buf, &mut Pattern::new(16 << 10)) {
             let d = &mut buf[..t.len];
             if to_receiver {
                 tamper(d);

@@ -6,34 +6,17 @@ use std::time::Duration;
 
 use spate_proto::{
     Entry, Instant, Manifest, RateConfig, Receiver, ReceiverConfig, ReceiverEvent, Sender,
-    SenderConfig, SenderEvent, Source,
+    SenderConfig, SenderEvent,
 };
+
+mod common;
+use common::{byte_at, Pattern};
+
+/// Chunks of an odd size, so that they straddle blocks.
+const CHUNK: u64 = 30_001;
 
 /// The receiver's address-validation token in these tests (spec §4.8).
 const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
-
-/// Object bytes are a function of (object, offset) so any chunk can be checked. Blocks of an
-/// odd size, so that chunks straddle them; with `stall_every` > 0, every that many-th request
-/// finds nothing ready (a disk slower than the link).
-struct Pattern {
-    stall_every: u64,
-    calls: u64,
-}
-fn byte_at(object: u32, offset: u64) -> u8 {
-    (offset.wrapping_mul(31) ^ u64::from(object).wrapping_mul(0x9e37)) as u8
-}
-impl Source for Pattern {
-    fn next(&mut self, object: u32, offset: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
-        self.calls += 1;
-        if self.stall_every > 0 && self.calls % self.stall_every == 0 {
-            return Ok(None);
-        }
-        let n = max.min(30_001);
-        Ok(Some(
-            (offset..offset + n).map(|o| byte_at(object, o)).collect(),
-        ))
-    }
-}
 
 /// The receiving application's writer, slower than the link: it drains `bytes_per_sec` from a
 /// queue of at most `budget` bytes, and DATA that would overflow the queue is dropped
@@ -134,10 +117,7 @@ fn run_batched(
     forward: impl Fn(u64, Instant) -> Fate,
     reverse: impl Fn(u64, Instant) -> Fate,
 ) -> Outcome {
-    let source = Pattern {
-        stall_every: 0,
-        calls: 0,
-    };
+    let source = Pattern::new(CHUNK);
     run_from(source, None, batch, sizes, rate_bps, owd, forward, reverse)
 }
 
@@ -366,10 +346,7 @@ fn a_source_slower_than_the_link_is_waited_for() {
             Fate::Deliver
         }
     };
-    let source = Pattern {
-        stall_every: 2,
-        calls: 0,
-    };
+    let source = Pattern::stalling(CHUNK, 2);
     let o = run_from(source, None, 1, &sizes, 100_000_000, 20 * MS, lossy, lossy);
     assert_exact(&o, &sizes);
     let s = o.sender.stats();
@@ -389,10 +366,7 @@ fn a_source_slower_than_the_link_is_waited_for() {
 fn a_receiver_slower_than_the_link_slows_the_sender_instead_of_dropping() {
     let sizes = [6_000_000, 2_000_000];
     let deliver = |_, _| Fate::Deliver;
-    let steady = || Pattern {
-        stall_every: 0,
-        calls: 0,
-    };
+    let steady = || Pattern::new(CHUNK);
     let writer = |flow| Some(SlowWriter::new(1 << 20, 2_500_000, flow));
     let o = run_from(
         steady(),
@@ -461,10 +435,7 @@ fn a_receiver_slower_than_the_link_slows_the_sender_instead_of_dropping() {
 fn a_receiver_that_never_makes_room_holds_the_sender_only_for_an_idle_timeout() {
     let sizes = [4_000_000];
     let deliver = |_, _| Fate::Deliver;
-    let steady = Pattern {
-        stall_every: 0,
-        calls: 0,
-    };
+    let steady = Pattern::new(CHUNK);
     let writer = Some(SlowWriter::new(256 << 10, 0, true));
     let o = run_from(
         steady,

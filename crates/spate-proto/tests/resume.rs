@@ -6,28 +6,15 @@ use core::ops::Range;
 use spate_proto::wire::{self, PacketType};
 use spate_proto::{
     Entry, Instant, Manifest, RateConfig, Receiver, ReceiverConfig, ReceiverEvent, Sender,
-    SenderConfig, SenderEvent, SenderStats, Source,
+    SenderConfig, SenderEvent, SenderStats,
 };
 use std::time::Duration;
 
+mod common;
+use common::{byte_at, Pattern};
+
 /// The receiver's address-validation token in these tests (spec §4.8).
 const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
-
-fn byte(object: u32, offset: u64) -> u8 {
-    (offset.wrapping_mul(31) ^ (u64::from(object) * 7)) as u8
-}
-
-struct Pattern;
-impl Source for Pattern {
-    fn next(&mut self, object: u32, offset: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
-        // Odd-sized blocks, so chunks straddle them.
-        Ok(Some(
-            (offset..offset + max.min(7_777))
-                .map(|o| byte(object, o))
-                .collect(),
-        ))
-    }
-}
 
 const SIZES: [u64; 3] = [200_000, 50_000, 30_000];
 
@@ -66,12 +53,14 @@ fn run(
         ..ReceiverConfig::default()
     };
     let mut sender = Sender::new(cfg, 9, &manifest, Instant::ZERO).unwrap();
+    // Odd-sized chunks, so that they straddle blocks.
+    let mut source = Pattern::new(7_777);
     let mut receiver: Option<Receiver> = None;
     // The receiver's files: held bytes already there, the rest unknown (0xEE).
     let mut files: Vec<Vec<u8>> = SIZES.iter().map(|&n| vec![0xEE; n as usize]).collect();
     for (o, r) in held {
         for off in r.clone() {
-            files[*o as usize - 1][off as usize] = byte(*o, off);
+            files[*o as usize - 1][off as usize] = byte_at(*o, off);
         }
     }
     let owd = Duration::from_millis(5);
@@ -85,7 +74,7 @@ fn run(
     let end = Instant::from_millis(30_000);
     let mut now = Instant::ZERO;
     while now < end {
-        while let Some(t) = sender.poll_transmit(now, &mut buf, &mut Pattern) {
+        while let Some(t) = sender.poll_transmit(now, &mut buf, &mut source) {
             wire.push((now + owd, true, buf[..t.len].to_vec()));
         }
         if let Some(r) = receiver.as_mut() {
@@ -154,7 +143,7 @@ fn run(
     let exact = files.iter().enumerate().all(|(i, f)| {
         f.iter()
             .enumerate()
-            .all(|(off, &b)| b == byte(i as u32 + 1, off as u64))
+            .all(|(off, &b)| b == byte_at(i as u32 + 1, off as u64))
     });
     Outcome {
         events,

@@ -14,35 +14,21 @@ use spate_proto::secure::{
 use spate_proto::wire::{self, CloseCode, Header, PacketType, MAX_PACKET_NUMBER};
 use spate_proto::{
     Entry, Instant, Manifest, RateConfig, ReceiverConfig, ReceiverEvent, SenderConfig, SenderEvent,
-    SessionError, Source,
+    SessionError,
 };
+
+mod common;
+use common::{byte_at, Pattern};
 
 const TOKEN: u64 = 0x7e57_7e57_7e57_7e57;
 const SERVER: [u8; 32] = [0x51; 32];
 const CLIENT: [u8; 32] = [0xc1; 32];
 const SESSION: u32 = 42;
 
-/// Object bytes as a function of (object, offset), in blocks of an odd size; every third
-/// request finds nothing ready (a disk slower than the link), so every run here also drives a
-/// starved sender.
-#[derive(Default)]
-struct Pattern {
-    calls: u64,
-}
-fn byte_at(object: u32, offset: u64) -> u8 {
-    (offset.wrapping_mul(31) ^ u64::from(object).wrapping_mul(0x9e37)) as u8
-}
-impl Source for Pattern {
-    fn next(&mut self, object: u32, offset: u64, max: u64) -> Result<Option<Vec<u8>>, String> {
-        self.calls += 1;
-        if self.calls % 3 == 0 {
-            return Ok(None);
-        }
-        let n = max.min(4_321);
-        Ok(Some(
-            (offset..offset + n).map(|o| byte_at(object, o)).collect(),
-        ))
-    }
+/// The source of every run here: chunks of an odd size, and every third request finds nothing
+/// ready (a disk slower than the link), so every run also drives a starved sender.
+fn source() -> Pattern {
+    Pattern::stalling(4_321, 3)
 }
 
 /// What happens to one datagram on the way (to_receiver, index in that direction, bytes):
@@ -127,7 +113,7 @@ fn run(setup: &Setup, middle: &mut Middle<'_>) -> Run {
     let mut buf = vec![0u8; 1472 * setup.batch];
     let (mut sender_events, mut receiver_events, mut seen) = (vec![], vec![], vec![]);
     let mut dropped = (0, 0);
-    let mut source = Pattern::default();
+    let mut source = source();
     let mut put = |wire: &mut BTreeMap<_, _>, now: Instant, to_rx: bool, d: &[u8], n: u64| {
         for (extra, bytes) in middle(to_rx, n, d) {
             seq += 1;
@@ -682,7 +668,7 @@ proptest! {
         };
         let mut c = SecureSender::new(SenderConfig::new(RateConfig::fixed(1_000_000)), 9, &m, Instant::ZERO, params).unwrap();
         let mut buf = vec![0u8; 1500];
-        let _ = c.poll_transmit(Instant::ZERO, &mut buf, &mut Pattern::default());
+        let _ = c.poll_transmit(Instant::ZERO, &mut buf, &mut source());
         let mut answer = raw.clone();
         if answer.len() >= 6 {
             answer[2..6].copy_from_slice(&9u32.to_be_bytes());
