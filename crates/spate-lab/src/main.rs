@@ -53,7 +53,20 @@ enum Command {
     BenchEnd(bench::EndArgs),
 }
 
+/// A reader that leaves early (`spate-lab sim … | head`) ends this process as it ends `cat`:
+/// quietly, by SIGPIPE. Rust starts programs with SIGPIPE ignored, so the write to the closed
+/// pipe fails instead and `println!` panics with a backtrace. Nothing else here can raise it:
+/// the lab never writes to its children's stdin, and std sends on sockets with
+/// `MSG_NOSIGNAL`.
+fn quiet_on_a_closed_pipe() {
+    // SAFETY: restores a signal's default action, before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() {
+    quiet_on_a_closed_pipe();
     let cli = Cli::parse();
     let res = match cli.command {
         Command::Sim(a) => sim_cmd::run(a),
