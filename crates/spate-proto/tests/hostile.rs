@@ -285,9 +285,10 @@ fn tampered_transfer(
     cfg.fec = spate_proto::coding::Fec::Rate(0.0625);
     cfg.resume = resume;
     let mut s = Sender::new(cfg, 5, &m, Instant::ZERO).unwrap();
+    let mut source = Pattern::new(16 << 10);
     let mut buf = vec![0u8; 1472];
     let t = s
-        .poll_transmit(Instant::ZERO, &mut buf, &mut Pattern::new(16 << 10))
+        .poll_transmit(Instant::ZERO, &mut buf, &mut source)
         .unwrap();
     let rcfg = ReceiverConfig {
         resume,
@@ -318,7 +319,7 @@ fn tampered_transfer(
     // over, and a bound for one the change broke.
     for ms in 1..3000 {
         let now = Instant::from_millis(ms);
-        while let Some(t) = s.poll_transmit(now, &mut buf, &mut Pattern::new(16 << 10)) {
+        while let Some(t) = s.poll_transmit(now, &mut buf, &mut source) {
             let d = &mut buf[..t.len];
             if to_receiver {
                 tamper(d);
