@@ -115,10 +115,11 @@
 //!   queue at the flow's rate (never above α: at 1 Gbit/s α is 0.6 ms and nothing changes).
 //!   Delivery below [`SHARE_RESET`] of what it was when the share was measured forgets it
 //!   (a step down, or newcomers), and the flow aims at α again — one delivery window later,
-//!   unless delivery first rises above [`STALL_BURST`] of it: a path that stalls holds
-//!   packets and then delivers them at once, and its dip says nothing about others (10
-//!   Mbit/s, 92 ms, a 20 ms stall every second: forgotten every few seconds, queue p50 over
-//!   seeds 1–8 8.5–53.9 ms, against 3.8–20.8 ms with the wait). A probe whose delivery rose
+//!   unless delivery first comes back to [`SHARE_RECOVERED`] of it: a newcomer's or a step
+//!   down's dip lasts, while a path stall's (its held packets then arrive at once) or this
+//!   flow's own drain's passes, and says nothing about others (10 Mbit/s, 92 ms, a 20 ms stall
+//!   every second: forgotten every few seconds, queue p50 over seeds 1–8 8.5–53.9 ms, against
+//!   3.8–20.8 ms with the wait). A probe whose delivery rose
 //!   by more than its bump (a stall's burst, or capacity others left) takes no sample, nor
 //!   does one above target before any share is known (start-up's queue). One flow alone
 //!   measures 0.83–1.03, each of four sharing flows 0.13–0.66. At 100 Mbit/s, 92 ms, 0.06 %
@@ -361,10 +362,12 @@ const SHARE_RESET: f64 = 0.7;
 /// drain's slow half leaves 1/2, a 20 ms stall in a 46 ms window 57 % (ending those probes, at
 /// 0.7, left lone flows at 10 Mbit/s with stalls without share samples: p50 6.1 → 38.3 ms).
 const PROBE_COLLAPSE: f64 = 0.35;
-/// ...unless, within a delivery window of the dip, delivery rises above this multiple of it:
-/// a link that carried this flow alone cannot deliver more, so the dip was a path stall whose
-/// held packets have just arrived together (a 20 ms stall in a 46 ms window: 1.4 times).
-const STALL_BURST: f64 = 1.1;
+/// ...unless, within a delivery window of the dip, delivery comes back to this fraction of
+/// it: the dip has passed. (Until session 52 only a rise above 1.1 times, a stall's burst of
+/// held packets, cancelled it; a lone flow forgot its share after every dip that ended
+/// without one: each of the ten forgets in the stall runs of seeds 1–8, delivery back at
+/// 0.98–1.0 of the share's when the window ended.)
+const SHARE_RECOVERED: f64 = 0.9;
 /// A stale probe that lost packets and raised the queue by less than this fraction of what its
 /// bump adds for a flow alone (`PROBE_GAIN · half`) met a buffer that could not hold the bump:
 /// its share is measured by delivery alone, as from a buffer found held full. A flow whose
@@ -550,7 +553,7 @@ pub struct Delay {
     /// (`None` before the first, and once forgotten).
     share: Option<Share>,
     /// When delivery fell below [`SHARE_RESET`] of the share's: it is forgotten a delivery
-    /// window later, unless a stall's burst ([`STALL_BURST`]) comes first.
+    /// window later, unless delivery comes back first ([`SHARE_RECOVERED`]).
     share_dip: Option<Instant>,
     /// The queue this flow aims at alone, seconds: [`ALONE_QUEUE`] or [`ALONE_QUEUE_RTT`] of
     /// the path's RTT.
@@ -1220,12 +1223,13 @@ impl RateControl for Delay {
         let probing = matches!(self.probe, Probe::Up { .. });
         // The share was measured on another path, or before others came: the path's
         // capacity stepped down, or others took part of it. Aim at α until a probe says
-        // again that this flow is alone. Not before a delivery window has passed without a
-        // burst: a path stall's dip ends in one, a step down's or newcomers' does not.
+        // again that this flow is alone. Not before the dip has lasted a delivery window: a
+        // path stall's or this flow's own drain's passes within one, a step down's or
+        // newcomers' does not.
         if let (Some(d), false, Some(share)) = (d, probing, self.share) {
             if self.share_dip.is_none() && d < SHARE_RESET * share.delivery {
                 self.share_dip = Some(now);
-            } else if d > STALL_BURST * share.delivery {
+            } else if d >= SHARE_RECOVERED * share.delivery {
                 self.share_dip = None;
             }
             // Flows that may compete forget at once, as before: their drains are judged
