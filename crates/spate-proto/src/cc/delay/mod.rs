@@ -81,7 +81,8 @@
 //!   Waits imposed by the in-flight bound or a silent path are the path's doing and are not
 //!   counted.
 //! * **Outages.** On a silent path the rate is saved; when feedback returns, sending resumes at
-//!   the saved rate instead of starting over.
+//!   the saved rate instead of starting over. The share (below) is measured again: the outage
+//!   may have been a handover.
 //! * **Drains keep floors true.** A flow that starts while others hold a queue takes that queue
 //!   for its floor and would take twice its share. When its floor is [`DRAIN_AFTER`] old, a
 //!   flow sends at half rate for twice the queueing delay, then 1.5× as long: its own queue
@@ -1468,6 +1469,14 @@ impl RateControl for Delay {
         self.probe = Probe::Idle {
             next: now + PROBE_MIN_INTERVAL,
         };
+        // An outage may have been a handover: the share was measured on the path before it.
+        // (Kept, its dips after the outage forgot it anyway, at a moment set by how the
+        // outage's queue drained: the demo's second phase, queue p95 12.0 ms when the first
+        // dip forgot it, 17.8 when a recovery cancelled that dip and a later one did; 12.3
+        // forgotten here.)
+        self.share = None;
+        self.ceiling = None;
+        self.share_dip = None;
     }
 }
 
