@@ -120,8 +120,8 @@
 //!   down's dip lasts, while a path stall's (its held packets then arrive at once) or this
 //!   flow's own drain's passes, and says nothing about others (10 Mbit/s, 92 ms, a 20 ms stall
 //!   every second: forgotten every few seconds, queue p50 over seeds 1–8 8.5–53.9 ms, against
-//!   3.8–20.8 ms with the wait). A probe whose delivery rose
-//!   by more than its bump (a stall's burst, or capacity others left) takes no sample, nor
+//!   3.8–20.8 ms with the wait). A probe whose delivery rose by more than its bump (a
+//!   stall's burst, or capacity others left) takes no sample, nor
 //!   does one above target before any share is known (start-up's queue). One flow alone
 //!   measures 0.83–1.03, each of four sharing flows 0.13–0.66. At 100 Mbit/s, 92 ms, 0.06 %
 //!   loss the queue falls from 6.0 to 2.0 ms (median) at the same utilization.
@@ -794,6 +794,14 @@ impl Delay {
         matches!(self.mode, Mode::Competitive { .. })
     }
 
+    /// Aim at α again until a probe says this flow is alone: the share, and the ceiling
+    /// found with it, describe a path or company that has changed.
+    fn forget_share(&mut self) {
+        self.share = None;
+        self.ceiling = None;
+        self.share_dip = None;
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn probe_step(
         &mut self,
@@ -1246,9 +1254,7 @@ impl RateControl for Delay {
                 .share_dip
                 .is_some_and(|t| now.saturating_since(t) >= wait)
             {
-                self.share = None;
-                self.ceiling = None;
-                self.share_dip = None;
+                self.forget_share();
             }
         }
         // ...and delivery must keep up with what was sent one loop earlier (the packets the
@@ -1470,13 +1476,11 @@ impl RateControl for Delay {
             next: now + PROBE_MIN_INTERVAL,
         };
         // An outage may have been a handover: the share was measured on the path before it.
-        // (Kept, its dips after the outage forgot it anyway, at a moment set by how the
-        // outage's queue drained: the demo's second phase, queue p95 12.0 ms when the first
-        // dip forgot it, 17.8 when a recovery cancelled that dip and a later one did; 12.3
+        // (Before, the dips after the outage forgot it, at a moment set by how the outage's
+        // queue drained: the demo's second phase, queue p95 12.0 ms when the first dip
+        // forgot it, 17.8 when a recovery cancelled that dip and a later one did; 12.3
         // forgotten here.)
-        self.share = None;
-        self.ceiling = None;
-        self.share_dip = None;
+        self.forget_share();
     }
 }
 
