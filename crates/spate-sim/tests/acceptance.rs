@@ -262,7 +262,9 @@ fn stalls_are_not_taken_for_congestion() {
 /// burst (session 44), 3.8–20.8 ms since.
 #[test]
 fn a_stalls_burst_is_not_taken_for_others() {
-    for seed in 1..=8 {
+    // 24 seeds: the share estimator's noise flips single seeds (before session 53, seed 15
+    // held α for most of the run: a 59 ms median).
+    for seed in 1..=24 {
         let t = seeded_head("stalls at 10 Mbit/s", seed, 40.0, "")
             + &phase(
                 0.0,

@@ -124,7 +124,10 @@
 //!   stall's burst, or capacity others left) takes no sample, nor
 //!   does one above target before any share is known (start-up's queue). One flow alone
 //!   measures 0.83–1.03, each of four sharing flows 0.13–0.66. At 100 Mbit/s, 92 ms, 0.06 %
-//!   loss the queue falls from 6.0 to 2.0 ms (median) at the same utilization.
+//!   loss the queue falls from 6.0 to 2.0 ms (median) at the same utilization. A sample more
+//!   than [`SHARE_OUTLIER`] from the smoothed share counts only when the next one is as far on
+//!   the same side: a stall's burst under `SHARE_BURST` read a lone flow as sharing nothing,
+//!   and one such sample had sent it back to α (a 59 ms median queue in one stall run of 24).
 //! * **A buffer shorter than α.** At 10 Mbit/s α is 60 ms of queue, longer than a one-BDP
 //!   buffer on a 20–56 ms path: the flow cannot reach its target, the overflow is credited as
 //!   random loss (20 %), and it held the buffer full, sending 1.6× what the link carried. A
@@ -424,6 +427,10 @@ const FULL_STABLE: f64 = 0.03;
 const FULL_STABLE_WINDOWS: u32 = 4;
 /// Losses within this of an outage's end were packets sent into the outage.
 const RESTORE_QUIET: Duration = Duration::from_secs(1);
+/// A share sample further than this from the smoothed share waits for the next sample to
+/// agree ([`Share::update`]). Lone flows read 0.8–1.0, two equal flows 0.5 each: one stray
+/// sample cannot move a flow between alone and sharing, two in a row can.
+const SHARE_OUTLIER: f64 = 0.35;
 /// Samples are clamped to this: a rise the bump cannot explain alone is someone else's.
 const SHARE_MAX: f64 = 1.5;
 
@@ -434,6 +441,41 @@ struct Share {
     smoothed: f64,
     /// Delivery rate, bits/s, before the probe that took the last sample.
     delivery: f64,
+    /// A sample more than [`SHARE_OUTLIER`] from `smoothed`, waiting for the next to agree.
+    held: Option<f64>,
+}
+
+impl Share {
+    fn first(x: f64, delivery: f64) -> Share {
+        Share {
+            smoothed: x,
+            delivery,
+            held: None,
+        }
+    }
+
+    /// Folds in sample `x`, taken by a probe that started from delivery `delivery` (what later
+    /// dips are measured against, whether or not the sample counts). A sample far from the
+    /// estimate counts only once the next one is far on the same side: one probe that met a
+    /// stall's burst read a lone flow's share as 0 and sent it back to α for most of a run
+    /// (docs/design.md, "Session 53").
+    fn update(self, x: f64, delivery: f64) -> Share {
+        let step = |s: f64, x: f64| s + SHARE_GAIN * (x - s);
+        let off = x - self.smoothed;
+        if off.abs() <= SHARE_OUTLIER {
+            return Share::first(step(self.smoothed, x), delivery);
+        }
+        match self.held {
+            Some(h) if (h - self.smoothed).signum() == off.signum() => {
+                Share::first(step(step(self.smoothed, h), x), delivery)
+            }
+            _ => Share {
+                held: Some(x),
+                delivery,
+                ..self
+            },
+        }
+    }
 }
 
 /// The window of the delivery rate `D` at round-trip time `rtt`: half an RTT, less lag in the
@@ -1074,10 +1116,10 @@ impl Delay {
             }
         };
         if let Some((x, delivery)) = share_sample {
-            let smoothed = self
-                .share
-                .map_or(x, |s| s.smoothed + SHARE_GAIN * (x - s.smoothed));
-            self.share = Some(Share { smoothed, delivery });
+            self.share = Some(
+                self.share
+                    .map_or(Share::first(x, delivery), |s| s.update(x, delivery)),
+            );
             self.share_dip = None;
         }
         // Alone by the smoothed share, not by one sample: next to three others in a full

@@ -258,10 +258,7 @@ fn fills_a_link_with_a_small_queue() {
 fn resumes_previous_rate_after_an_outage() {
     let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
     c.rate = 500e6;
-    c.share = Some(Share {
-        smoothed: 0.95,
-        delivery: 480e6,
-    });
+    c.share = Some(Share::first(0.95, 480e6));
     c.on_path_silent(Instant::from_millis(100));
     c.on_path_restored(Instant::from_millis(2100));
     assert_eq!(c.pacing_rate(), 500_000_000);
@@ -866,10 +863,7 @@ fn share_after_dip(level: f64, reports: u64) -> bool {
     for i in 0..300u64 {
         let t = i * 10_000;
         if i == 150 {
-            c.share = Some(Share {
-                smoothed: 0.95,
-                delivery: 100e6,
-            });
+            c.share = Some(Share::first(0.95, 100e6));
         }
         let dip = (200..200 + reports).contains(&i);
         bytes += (per_report * if dip { level } else { 1.0 }) as u64;
@@ -891,4 +885,28 @@ fn a_dip_that_passes_keeps_the_share_and_one_that_lasts_forgets_it() {
     assert!(share_after_dip(1.0, 0), "no dip");
     assert!(share_after_dip(0.0, 1), "10 ms of nothing, then as before");
     assert!(!share_after_dip(0.5, 20), "200 ms at half");
+}
+
+#[test]
+fn one_stray_share_sample_moves_nothing_and_two_in_a_row_do() {
+    let alone = Share::first(0.9, 100e6);
+    // A stall's burst reads a lone flow's share as 0: held, the estimate unchanged; dips
+    // are measured from the latest probe's delivery.
+    let held = alone.update(0.0, 90e6);
+    assert_eq!(held.smoothed, 0.9);
+    assert_eq!(held.delivery, 90e6);
+    // The next probe reads it alone again: the stray sample is dropped.
+    let back = held.update(0.88, 100e6);
+    assert!((back.smoothed - 0.89).abs() < 1e-9);
+    assert!(back.held.is_none());
+    // A stray sample on the other side confirms nothing.
+    let other = held.update(1.5, 100e6);
+    assert_eq!(other.smoothed, 0.9);
+    assert_eq!(other.held, Some(1.5));
+    // Two in a row: others came, and both count.
+    let shared = held.update(0.1, 50e6);
+    assert!(shared.smoothed < ALONE_SHARE.0, "{}", shared.smoothed);
+    assert_eq!(shared.delivery, 50e6);
+    // Small moves count at once.
+    assert!((alone.update(0.7, 80e6).smoothed - 0.8).abs() < 1e-9);
 }
