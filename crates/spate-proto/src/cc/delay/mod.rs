@@ -333,9 +333,9 @@ const RECENT_REPORTS: f64 = 3.0;
 const PROBE_EVERY: u32 = 8;
 /// ...but not more often than this.
 const PROBE_MIN_INTERVAL: Duration = Duration::from_secs(2);
-/// Rate change during a probe: +10 % for half an RTT, then −10 % for half an RTT. On a full
-/// link this adds at most 0.05 RTT of queue for half an RTT and takes it away again (the probe
-/// is rate-neutral); on a link with spare capacity the receiver sees 10 % more for half an RTT.
+/// Rate change during a probe: +15 % for half an RTT, then −15 % for half an RTT. On a full
+/// link this adds at most 0.075 RTT of queue for half an RTT and takes it away again (the probe
+/// is rate-neutral); on a link with spare capacity the receiver sees 15 % more for half an RTT.
 const PROBE_GAIN: f64 = 0.15;
 /// A stale probe's bump adds at most this much queue for a flow alone, seconds (the gain is
 /// lowered to `PROBE_BUMP / half` on long paths): at 200 ms the full gain's 15 ms bump every
