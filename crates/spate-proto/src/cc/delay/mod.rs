@@ -439,16 +439,17 @@ const SHARE_MAX: f64 = 1.5;
 struct Share {
     /// Samples of `r/C`, smoothed.
     smoothed: f64,
-    /// Delivery rate, bits/s, before the probe that took the last sample.
+    /// Delivery rate, bits/s, before the latest probe that took a sample (counted or held).
     delivery: f64,
     /// A sample more than [`SHARE_OUTLIER`] from `smoothed`, waiting for the next to agree.
     held: Option<f64>,
 }
 
 impl Share {
-    fn first(x: f64, delivery: f64) -> Share {
+    /// An estimate of `smoothed`, with no sample held.
+    fn new(smoothed: f64, delivery: f64) -> Share {
         Share {
-            smoothed: x,
+            smoothed,
             delivery,
             held: None,
         }
@@ -463,11 +464,11 @@ impl Share {
         let step = |s: f64, x: f64| s + SHARE_GAIN * (x - s);
         let off = x - self.smoothed;
         if off.abs() <= SHARE_OUTLIER {
-            return Share::first(step(self.smoothed, x), delivery);
+            return Share::new(step(self.smoothed, x), delivery);
         }
         match self.held {
             Some(h) if (h - self.smoothed).signum() == off.signum() => {
-                Share::first(step(step(self.smoothed, h), x), delivery)
+                Share::new(step(step(self.smoothed, h), x), delivery)
             }
             _ => Share {
                 held: Some(x),
@@ -1118,7 +1119,7 @@ impl Delay {
         if let Some((x, delivery)) = share_sample {
             self.share = Some(
                 self.share
-                    .map_or(Share::first(x, delivery), |s| s.update(x, delivery)),
+                    .map_or(Share::new(x, delivery), |s| s.update(x, delivery)),
             );
             self.share_dip = None;
         }

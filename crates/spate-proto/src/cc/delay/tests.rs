@@ -258,7 +258,7 @@ fn fills_a_link_with_a_small_queue() {
 fn resumes_previous_rate_after_an_outage() {
     let mut c = Delay::new(DEFAULT_QUEUE_TARGET, 0, 0);
     c.rate = 500e6;
-    c.share = Some(Share::first(0.95, 480e6));
+    c.share = Some(Share::new(0.95, 480e6));
     c.on_path_silent(Instant::from_millis(100));
     c.on_path_restored(Instant::from_millis(2100));
     assert_eq!(c.pacing_rate(), 500_000_000);
@@ -863,7 +863,7 @@ fn share_after_dip(level: f64, reports: u64) -> bool {
     for i in 0..300u64 {
         let t = i * 10_000;
         if i == 150 {
-            c.share = Some(Share::first(0.95, 100e6));
+            c.share = Some(Share::new(0.95, 100e6));
         }
         let dip = (200..200 + reports).contains(&i);
         bytes += (per_report * if dip { level } else { 1.0 }) as u64;
@@ -889,7 +889,7 @@ fn a_dip_that_passes_keeps_the_share_and_one_that_lasts_forgets_it() {
 
 #[test]
 fn one_stray_share_sample_moves_nothing_and_two_in_a_row_do() {
-    let alone = Share::first(0.9, 100e6);
+    let alone = Share::new(0.9, 100e6);
     // A stall's burst reads a lone flow's share as 0: held, the estimate unchanged; dips
     // are measured from the latest probe's delivery.
     let held = alone.update(0.0, 90e6);
