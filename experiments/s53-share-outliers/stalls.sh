@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The stall run of `a_stalls_burst_is_not_taken_for_others` (crates/spate-sim/tests/acceptance.rs)
-# over seeds 1..N (default 24): one `fair` flow alone, 10 Mbit/s, 92 ms, 0.06 % loss, 20 ms
-# stalls about every second, 40 s. Prints per seed: seed, utilization, queue p50, p95 (ms).
+# The stall run of `a_stalls_burst_is_not_taken_for_others` (crates/spate-sim/tests/acceptance.rs):
+# one `fair` flow alone, 10 Mbit/s, 92 ms, 0.06 % loss, 20 ms stalls about every second, 40 s,
+# seeds FIRST..N (default 1..24). Prints per seed: seed, utilization, queue p50, p95 (ms).
 set -euo pipefail
 lab="${LAB:-$(dirname "$0")/../../target/release/spate-lab}"
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-for seed in $(seq 1 "${N:-24}"); do
+for seed in $(seq "${FIRST:-1}" "${N:-24}"); do
   cat > "$dir/s.toml" <<TOML
 name = "stalls at 10 Mbit/s"
 seed = $seed
