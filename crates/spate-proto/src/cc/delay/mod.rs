@@ -125,9 +125,10 @@
 //!   does one above target before any share is known (start-up's queue). One flow alone
 //!   measures 0.83–1.03, each of four sharing flows 0.13–0.66. At 100 Mbit/s, 92 ms, 0.06 %
 //!   loss the queue falls from 6.0 to 2.0 ms (median) at the same utilization. A sample more
-//!   than [`SHARE_OUTLIER`] from the smoothed share counts only when the next one is as far on
-//!   the same side: a stall's burst under `SHARE_BURST` read a lone flow as sharing nothing,
-//!   and one such sample had sent it back to α (a 59 ms median queue in one stall run of 24).
+//!   than `SHARE_OUTLIER` (`share.rs`) from the smoothed share counts only when the next one
+//!   is as far on the same side: a stall's burst under `SHARE_BURST` read a lone flow as
+//!   sharing nothing, and one such sample had sent it back to α (a 59 ms median queue in one
+//!   stall run of 24).
 //! * **A buffer shorter than α.** At 10 Mbit/s α is 60 ms of queue, longer than a one-BDP
 //!   buffer on a 20–56 ms path: the flow cannot reach its target, the overflow is credited as
 //!   random loss (20 %), and it held the buffer full, sending 1.6× what the link carried. A
@@ -240,6 +241,7 @@ mod filters;
 mod follow;
 mod overshoot;
 mod probe;
+mod share;
 
 use core::time::Duration;
 
@@ -249,6 +251,7 @@ use drained::{DrainReadings, Drained, FLAT_AFTER};
 pub use filters::{BitTally, DeliveryRate, LossFraction, RateHistory, WindowedMax, WindowedMin};
 use overshoot::Step;
 use probe::{Probe, ProbeKind};
+use share::{alone_weight, Share, ALONE_SHARE, SHARE_MAX};
 
 use super::{RateControl, RateSample};
 use crate::time::Instant;
@@ -353,12 +356,6 @@ const ALONE_QUEUE: f64 = 0.002;
 /// the loop (about an RTT) answers rate noise. At 250 Mbit/s, 200 ms and 1 % random loss a
 /// 2 ms target swung between 0 and 20 ms from 19 s on, where α (2.4 ms there) held steady.
 const ALONE_QUEUE_RTT: f64 = 0.02;
-/// Measured share below which the flow aims at α, and above which at [`ALONE_QUEUE`]
-/// (linear between). One flow alone measures 0.83–1.03 (the queue it reads before the bump
-/// is the lowest of an RTT, so noise lowers it); four flows of a quarter each 0.13–0.66.
-const ALONE_SHARE: (f64, f64) = (0.7, 0.85);
-/// A share sample's weight in the smoothed share.
-const SHARE_GAIN: f64 = 0.5;
 /// Delivery below this fraction of what it was when the share was measured forgets the
 /// share (a step down, or newcomers).
 const SHARE_RESET: f64 = 0.7;
@@ -427,57 +424,6 @@ const FULL_STABLE: f64 = 0.03;
 const FULL_STABLE_WINDOWS: u32 = 4;
 /// Losses within this of an outage's end were packets sent into the outage.
 const RESTORE_QUIET: Duration = Duration::from_secs(1);
-/// A share sample further than this from the smoothed share waits for the next sample to
-/// agree ([`Share::update`]). Lone flows read 0.8–1.0, two equal flows 0.5 each: one stray
-/// sample cannot move a flow between alone and sharing, two in a row can.
-const SHARE_OUTLIER: f64 = 0.35;
-/// Samples are clamped to this: a rise the bump cannot explain alone is someone else's.
-const SHARE_MAX: f64 = 1.5;
-
-/// A flow's share of the bottleneck, as its stale probes measured it.
-#[derive(Debug, Clone, Copy)]
-struct Share {
-    /// Samples of `r/C`, smoothed.
-    smoothed: f64,
-    /// Delivery rate, bits/s, before the latest probe that took a sample (counted or held).
-    delivery: f64,
-    /// A sample more than [`SHARE_OUTLIER`] from `smoothed`, waiting for the next to agree.
-    held: Option<f64>,
-}
-
-impl Share {
-    /// An estimate of `smoothed`, with no sample held.
-    fn new(smoothed: f64, delivery: f64) -> Share {
-        Share {
-            smoothed,
-            delivery,
-            held: None,
-        }
-    }
-
-    /// Folds in sample `x`, taken by a probe that started from delivery `delivery` (what later
-    /// dips are measured against, whether or not the sample counts). A sample far from the
-    /// estimate counts only once the next one is far on the same side: one probe that met a
-    /// stall's burst read a lone flow's share as 0 and sent it back to α for most of a run
-    /// (docs/design.md, "Session 53").
-    fn update(self, x: f64, delivery: f64) -> Share {
-        let step = |s: f64, x: f64| s + SHARE_GAIN * (x - s);
-        let off = x - self.smoothed;
-        if off.abs() <= SHARE_OUTLIER {
-            return Share::new(step(self.smoothed, x), delivery);
-        }
-        match self.held {
-            Some(h) if (h - self.smoothed).signum() == off.signum() => {
-                Share::new(step(step(self.smoothed, h), x), delivery)
-            }
-            _ => Share {
-                held: Some(x),
-                delivery,
-                ..self
-            },
-        }
-    }
-}
 
 /// The window of the delivery rate `D` at round-trip time `rtt`: half an RTT, less lag in the
 /// loop than a whole RTT (the 100 Mbit/s phase of FASP scenario 1 rang for 4 s with a
@@ -493,12 +439,6 @@ fn mark_since(since: &mut Option<Instant>, holds: bool, now: Instant) {
     } else if since.is_none() {
         *since = Some(now);
     }
-}
-
-/// How far a flow with smoothed share `share` counts as alone: 0 (aims at α) to 1.
-fn alone_weight(share: Option<f64>) -> f64 {
-    let (lo, hi) = ALONE_SHARE;
-    share.map_or(0.0, |s| ((s - lo) / (hi - lo)).clamp(0.0, 1.0))
 }
 
 /// Judged drains in a row that must leave the queue standing before the flow competes.
@@ -1126,7 +1066,7 @@ impl Delay {
         // Alone by the smoothed share, not by one sample: next to three others in a full
         // buffer one sample read 0.78 at a true quarter, and a ceiling and a lowered α would
         // have followed from it.
-        let alone = self.share.is_some_and(|s| s.smoothed >= ALONE_SHARE.0);
+        let alone = self.share.is_some_and(|s| s.alone());
         if let (Some(q_full), true, true) = (own_overflow, share_sample.is_some(), alone) {
             self.loss = LossFraction::default();
             // Below ALONE_QUEUE, the least a flow aims at alone anyway, a ceiling would only
@@ -1386,9 +1326,8 @@ impl RateControl for Delay {
                     self.held_full = None;
                 }
                 // (Only a flow that may not compete ever finds a buffer held full.)
-                let shares_full = held_full
-                    && !after_outage
-                    && self.share.is_none_or(|s| s.smoothed < ALONE_SHARE.0);
+                let shares_full =
+                    held_full && !after_outage && self.share.is_none_or(|s| !s.alone());
                 // Loss with a queue near its target is random loss: the bottleneck drained
                 // more than arrived. Loss with a large queue is (also) overflow: no credit, nor
                 // in a buffer held full, even one this flow found itself alone in. A flow

@@ -886,27 +886,3 @@ fn a_dip_that_passes_keeps_the_share_and_one_that_lasts_forgets_it() {
     assert!(share_after_dip(0.0, 1), "10 ms of nothing, then as before");
     assert!(!share_after_dip(0.5, 20), "200 ms at half");
 }
-
-#[test]
-fn one_stray_share_sample_moves_nothing_and_two_in_a_row_do() {
-    let alone = Share::new(0.9, 100e6);
-    // A stall's burst reads a lone flow's share as 0: held, the estimate unchanged; dips
-    // are measured from the latest probe's delivery.
-    let held = alone.update(0.0, 90e6);
-    assert_eq!(held.smoothed, 0.9);
-    assert_eq!(held.delivery, 90e6);
-    // The next probe reads it alone again: the stray sample is dropped.
-    let back = held.update(0.88, 100e6);
-    assert!((back.smoothed - 0.89).abs() < 1e-9);
-    assert!(back.held.is_none());
-    // A stray sample on the other side confirms nothing.
-    let other = held.update(1.5, 100e6);
-    assert_eq!(other.smoothed, 0.9);
-    assert_eq!(other.held, Some(1.5));
-    // Two in a row: others came, and both count.
-    let shared = held.update(0.1, 50e6);
-    assert!(shared.smoothed < ALONE_SHARE.0, "{}", shared.smoothed);
-    assert_eq!(shared.delivery, 50e6);
-    // Small moves count at once.
-    assert!((alone.update(0.7, 80e6).smoothed - 0.8).abs() < 1e-9);
-}
