@@ -2,7 +2,7 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -38,6 +38,11 @@ pub struct SimArgs {
     /// Override the scenario's seed.
     #[arg(long)]
     seed: Option<u64>,
+    /// Override the scenario's `utc_start_s`: the UTC second the simulated clock starts at,
+    /// which places Spate's drains (every 8 s of UTC) among the phases. Sweep it to see how
+    /// much a result owes to where the drains fell.
+    #[arg(long, value_name = "SECONDS", value_parser = utc_start)]
+    utc_start: Option<Duration>,
     /// Multiply every rate (path phases, flow rates) and byte count by this; delays, loss and
     /// queue times stay (as `spate-lab emu --scale`).
     #[arg(long, default_value_t = 1.0)]
@@ -48,7 +53,10 @@ pub struct SimArgs {
 }
 
 pub fn run(a: SimArgs) -> Result<()> {
-    let scenario = crate::scenario::load(&a.scenario, a.scale, a.seed)?;
+    let mut scenario = crate::scenario::load(&a.scenario, a.scale, a.seed)?;
+    if let Some(utc) = a.utc_start {
+        scenario = scenario.with_utc_start(utc);
+    }
     if let Some(p) = &a.plot {
         crate::plot::check_extension(p)?;
     }
@@ -101,4 +109,15 @@ pub fn run(a: SimArgs) -> Result<()> {
         std::process::exit(2);
     }
     Ok(())
+}
+
+/// `--utc-start`: seconds, 0 to a day (as the scenario key).
+fn utc_start(v: &str) -> Result<Duration, String> {
+    let s: f64 = v
+        .parse()
+        .map_err(|_| format!("not a number of seconds: {v:?}"))?;
+    if !(0.0..=86_400.0).contains(&s) {
+        return Err(format!("must be between 0 and 86400 seconds (got {s})"));
+    }
+    Ok(Duration::from_secs_f64(s))
 }

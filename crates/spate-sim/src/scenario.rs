@@ -29,6 +29,10 @@ pub struct Scenario {
     /// Start of the window over which Jain's fairness index is computed (default: when the
     /// last flow starts).
     pub fairness_from: Option<Duration>,
+    /// The UTC time of the simulation's start, nanoseconds: where the Spate flows' drain grid
+    /// (multiples of 8 s of UTC, `spate_proto::cc::RateConfig::epoch_utc_ns`) falls among the
+    /// phases. Every flow reads the simulation's one clock, so their grids agree.
+    pub utc_start_ns: u64,
 }
 
 /// One transfer in a scenario.
@@ -125,6 +129,7 @@ struct RawScenario {
     #[serde(default)]
     flow: Vec<RawFlow>,
     fairness_from_s: Option<Spanned<f64>>,
+    utc_start_s: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -151,6 +156,14 @@ enum FecValue {
 
 /// Largest simulated duration accepted (one day).
 const MAX_DURATION_S: f64 = 86_400.0;
+/// Where the simulation's clock starts on UTC by default, seconds (`utc_start_s`): 0 would
+/// put the drain grid's instants at 0, 8, 16 s... of a scenario, on the phase switches that
+/// scenarios place at whole seconds, often multiples of 8 (FASP scenario 2's handover at
+/// 40 s), so that every step met a drain; real handovers fall at no particular instant.
+/// 0.5 s moves the instants to 7.5, 15.5 s... (session 52).
+const UTC_START_S: f64 = 0.5;
+/// Largest `utc_start_s`: the grid repeats every 8 s, so a day covers every placement.
+const MAX_UTC_START_S: f64 = 86_400.0;
 
 impl Scenario {
     /// The same scenario with every rate (path phases, flow rate caps) multiplied by `factor`,
@@ -223,6 +236,14 @@ impl Scenario {
                 " s",
             )?)),
         };
+        let utc_start_s = c.opt(
+            &raw.utc_start_s,
+            "utc_start_s",
+            0.0,
+            MAX_UTC_START_S,
+            " s",
+            UTC_START_S,
+        )?;
         Ok(Scenario {
             name: raw.name.unwrap_or_default(),
             seed,
@@ -230,7 +251,20 @@ impl Scenario {
             schedule,
             flows,
             fairness_from,
-        })
+            utc_start_ns: 0,
+        }
+        .with_utc_start(Duration::from_secs_f64(utc_start_s)))
+    }
+
+    /// The same scenario with its clock starting at `utc` past the Unix epoch (`utc_start_s`):
+    /// every Spate flow's drain grid moves with it.
+    pub fn with_utc_start(mut self, utc: Duration) -> Scenario {
+        let ns = u64::try_from(utc.as_nanos()).unwrap_or(u64::MAX);
+        self.utc_start_ns = ns;
+        for f in &mut self.flows {
+            f.rate.epoch_utc_ns = ns;
+        }
+        self
     }
 }
 
@@ -362,6 +396,8 @@ impl FlowSpecs for TomlText<'_> {
                 min_rate_bps: bps(min_rate),
                 queue_target_bytes,
                 compete,
+                // Set with the scenario's `utc_start_s` (`Scenario::with_utc_start`).
+                epoch_utc_ns: 0,
             },
         })
     }
@@ -411,7 +447,24 @@ rate_mbps = 90.0
             )
         );
         assert_eq!(s.schedule.phases()[1].queue, Duration::from_millis(10));
-        assert_eq!(s.flows[0].rate, RateConfig::fixed(90_000_000));
+        assert_eq!(
+            s.flows[0].rate,
+            RateConfig {
+                epoch_utc_ns: 500_000_000,
+                ..RateConfig::fixed(90_000_000)
+            }
+        );
+    }
+
+    #[test]
+    fn the_clock_start_places_every_flows_grid() {
+        let s = Scenario::parse(&format!("utc_start_s = 3.25\n{GOOD}")).unwrap();
+        assert_eq!(s.utc_start_ns, 3_250_000_000);
+        assert!(s.flows.iter().all(|f| f.rate.epoch_utc_ns == 3_250_000_000));
+        let s = s.with_utc_start(Duration::from_secs(7));
+        assert!(s.flows.iter().all(|f| f.rate.epoch_utc_ns == 7_000_000_000));
+        let e = Scenario::parse(&format!("utc_start_s = -1.0\n{GOOD}")).unwrap_err();
+        assert!(e.to_string().contains("utc_start_s"), "{e}");
     }
 
     fn err(text: &str) -> String {

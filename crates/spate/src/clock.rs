@@ -32,6 +32,8 @@ pub fn cpu_seconds(who: libc::c_int) -> f64 {
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
     start: std::time::Instant,
+    /// UTC at `start`, nanoseconds since the Unix epoch (0 if the system clock reads before it).
+    start_utc_ns: u64,
 }
 
 impl Default for Clock {
@@ -43,9 +45,21 @@ impl Default for Clock {
 impl Clock {
     /// A clock starting now.
     pub fn new() -> Self {
+        let start = std::time::Instant::now();
+        let utc = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         Clock {
-            start: std::time::Instant::now(),
+            start,
+            start_utc_ns: utc.as_nanos().min(u128::from(u64::MAX)) as u64,
         }
+    }
+
+    /// UTC, in nanoseconds since the Unix epoch, of this clock's `Instant::ZERO`: where the
+    /// core's drain grid lies (`RateConfig::epoch_utc_ns`), so that senders on hosts whose
+    /// clocks agree drain together.
+    pub fn epoch_utc_ns(&self) -> u64 {
+        self.start_utc_ns
     }
 
     /// Now.
@@ -56,5 +70,23 @@ impl Clock {
     /// How long from now until `t` (zero if past).
     pub fn until(&self, t: Instant) -> std::time::Duration {
         t.saturating_since(self.now())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_epoch_is_the_system_clock_at_the_start() {
+        let c = Clock::new();
+        let utc = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let back = utc - c.now().as_nanos();
+        // The two clocks were read a moment apart; a second covers a slow machine.
+        assert!(back.abs_diff(c.epoch_utc_ns()) < 1_000_000_000);
+        assert!(c.epoch_utc_ns() > 1_700_000_000 * 1_000_000_000);
     }
 }

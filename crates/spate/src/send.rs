@@ -273,7 +273,10 @@ pub fn send_via(
 ) -> Result<SendResult> {
     let socket = link.socket;
     let clock = Clock::new();
-    let mut scfg = SenderConfig::new(cfg.rate);
+    let mut scfg = SenderConfig::new(RateConfig {
+        epoch_utc_ns: clock.epoch_utc_ns(),
+        ..cfg.rate
+    });
     // Verification (spec §6.8) checks each file against its digest, so it needs one for every
     // file: files from disk always have them (streamed after their bytes, or in the manifest:
     // `Plan::stream_digests`, `Plan::compute_digests`); the memory sources of benchmarks have

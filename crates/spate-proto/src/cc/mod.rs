@@ -160,6 +160,11 @@ pub struct RateConfig {
     /// detection can mistake other Spate flows that started at different times for such
     /// traffic (docs/design.md).
     pub compete: bool,
+    /// The UTC time (nanoseconds since the Unix epoch) of the `Instant::ZERO` of the clock the
+    /// session runs on; 0 where every flow reads one clock (a simulation). Adaptive flows
+    /// drain their queue at multiples of 8 s of UTC, so that flows of different hosts with
+    /// synchronised clocks drain together (`delay/grid.rs`).
+    pub epoch_utc_ns: u64,
 }
 
 impl RateConfig {
@@ -171,6 +176,7 @@ impl RateConfig {
             min_rate_bps: 0,
             queue_target_bytes: DEFAULT_QUEUE_TARGET,
             compete: false,
+            epoch_utc_ns: 0,
         }
     }
 
@@ -182,6 +188,7 @@ impl RateConfig {
             min_rate_bps: 0,
             queue_target_bytes: DEFAULT_QUEUE_TARGET,
             compete: false,
+            epoch_utc_ns: 0,
         }
     }
 }
