@@ -210,7 +210,7 @@ impl Controller {
     pub fn new(cfg: &RateConfig) -> Self {
         let q = cfg.queue_target_bytes;
         let delay = |alpha, n: f64| {
-            let d = Delay::new(alpha, cfg.rate_bps, cfg.min_rate_bps);
+            let d = Delay::new(alpha, cfg.rate_bps, cfg.min_rate_bps).on_clock(cfg.epoch_utc_ns);
             Controller::Delay(if cfg.compete { d.competing_as(n) } else { d })
         };
         match cfg.policy {
@@ -218,7 +218,9 @@ impl Controller {
             Policy::Fair => delay(q, 1.0),
             Policy::High => delay(q.saturating_mul(2), 2.0),
             // A scavenger keeps yielding.
-            Policy::Low => Controller::Delay(Delay::new(q / 16, cfg.rate_bps, cfg.min_rate_bps)),
+            Policy::Low => Controller::Delay(
+                Delay::new(q / 16, cfg.rate_bps, cfg.min_rate_bps).on_clock(cfg.epoch_utc_ns),
+            ),
         }
     }
 
