@@ -13,7 +13,7 @@
 //! while others hold their α queued never sees that queue empty: its floor holds the others'
 //! queue, it reads its own queue as shorter than it is and takes more than its share (two
 //! fair flows joining 10 s apart at 1 Gbit/s, 120 ms: Jain 0.82). The drains are what
-//! repair it. A drain (half rate for about twice the queueing delay it reads, `mod.rs`)
+//! repair it. A drain (half rate for about twice the queueing delay it reads, `start.rs`)
 //! removes this flow's part of the queue, and the queue empties only if every flow drains at
 //! once. Before the grid, a flow drained when its floor was 8 s old ([`super::DRAIN_AFTER`]),
 //! which lines the drains up only for flows whose floors were taken together; flows that

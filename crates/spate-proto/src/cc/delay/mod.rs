@@ -85,13 +85,14 @@
 //!   may have been a handover.
 //! * **Drains keep floors true.** A flow that starts while others hold a queue takes that queue
 //!   for its floor and would take twice its share. At the instants of an 8 s grid of UTC
-//!   (`grid.rs`), and whenever its floor is [`DRAIN_AFTER`] old, a flow sends at half rate for
-//!   twice the queueing delay, then 1.5× as long: its own queue leaves and returns. Flows that
-//!   read one clock drain together, so the queue empties and all floors agree, however far
-//!   apart the flows started. (Until session 51 only the floor's age timed drains: they
-//!   coincided for flows whose floors were taken together — each dip refreshes the others'
-//!   floors, the mechanism BBR's ProbeRTT relies on — but a latecomer drained alone and kept
-//!   its stale floor.) A flow that may compete drains by floor age only (`grid.rs`).
+//!   (`grid.rs`), and whenever its floor is [`DRAIN_AFTER`] old, a flow sends at half rate
+//!   for twice the queueing delay and a margin, then 1.5× as long (`start.rs`): its own queue
+//!   leaves and returns. Flows that read one clock drain together, so the queue empties and
+//!   all floors agree, however far apart the flows started. (Until session 51 only the
+//!   floor's age timed drains: they coincided for flows whose floors were taken together —
+//!   each dip refreshes the others' floors, the mechanism BBR's ProbeRTT relies on — but a
+//!   latecomer drained alone and kept its stale floor.) A flow that may compete drains by
+//!   floor age only (`grid.rs`).
 //! * **Stale floors.** After a handover to a longer path, `owd − base_owd` includes the extra
 //!   propagation delay and reads as a standing queue. Every [`PROBE_EVERY`] RTTs (at least
 //!   [`PROBE_MIN_INTERVAL`]) with the queue settled near target, the flow sends 15 % faster for
@@ -247,6 +248,7 @@ mod grid;
 mod overshoot;
 mod probe;
 mod share;
+mod start;
 
 use core::time::Duration;
 
@@ -842,149 +844,8 @@ impl Delay {
         let mut own_overflow = None;
         let (verdict, drained) = match &mut self.probe {
             Probe::Idle { next } => {
-                let floor_age = self.base_owd.age(now).unwrap_or_default();
-                let kind = if let Mode::Competitive { next_drain, .. } = self.mode {
-                    if now < next_drain {
-                        return;
-                    }
-                    ProbeKind::Drain
-                } else if floor_age >= DRAIN_AFTER
-                    || (self.compete_as == 0.0 && self.grid.due(now, floor_age))
-                {
-                    ProbeKind::Drain
-                } else if now >= *next {
-                    ProbeKind::Stale
-                } else {
-                    return;
-                };
-                let (true, Some(d0)) = (steady || competing, d) else {
-                    return;
-                };
-                let q0 = self.queue_over_rtt(now, q);
-                // Only a flow that may compete judges its drains (and holds the queue empty
-                // a little longer for it); the others drain exactly as before.
-                let judged = self.compete_as > 0.0
-                    && kind == ProbeKind::Drain
-                    && q0 >= JUDGED_FROM
-                    && self
-                        .last_judged
-                        .is_none_or(|t| now.saturating_since(t) >= JUDGE_EVERY);
-                if judged {
-                    self.last_judged = Some(now);
-                }
-
-                let margin = if judged {
-                    JUDGED_MARGIN
-                } else if self.compete_as == 0.0 && !self.share.is_some_and(|s| s.alone()) {
-                    DRAIN_MARGIN.max(DRAIN_MARGIN_QUEUE * q)
-                } else {
-                    DRAIN_MARGIN
-                };
-                // A flow's first drain lasts as long as the others' may, unless its probes
-                // have shown it alone (a flow that may compete drains off the grid, as it
-                // was tuned). A latecomer's floor holds the others' queue, so its own reads
-                // short (`grid.rs`). n flows that share equally hold n·α = α/(C/n) seconds,
-                // this flow's α at its fair rate; a latecomer runs at up to twice that rate,
-                // hence 4α/rate for twice the queue, up to an RTT.
-                let stretch = (kind == ProbeKind::Drain
-                    && self.compete_as == 0.0
-                    && self.grid.first()
-                    && alone_weight(self.share.map(|s| s.smoothed)) < 1.0)
-                    .then(|| {
-                        (FIRST_DRAIN_ALPHAS * alpha_now / self.rate)
-                            .min(rtt.as_secs_f64().max(DRAIN_MAX_HALF))
-                    })
-                    .filter(|&others| others > 2.0 * q);
-                if kind == ProbeKind::Drain {
-                    self.grid.started(now);
-                }
-                let half = match kind {
-                    ProbeKind::Stale => rtt / 2,
-                    // Not capped at rtt/2: at RTT ≈ 0 that left a 50 µs dip, which removed
-                    // nothing from a 1 ms queue, and the floor crept up under it.
-                    // (Only `overshoot.rs` starts the third kind.)
-                    ProbeKind::Drain | ProbeKind::Overshoot => Duration::from_secs_f64(
-                        (2.0 * q + margin).min(rtt.as_secs_f64().max(DRAIN_MAX_HALF) + margin),
-                    ),
-                };
-                let mut gains = kind.gains();
-                let half = match stretch {
-                    Some(others) => {
-                        // Not refilled: a lone flow's refill after so long a drain is a bump.
-                        gains.1 = 1.0;
-                        Duration::from_secs_f64(others + margin)
-                    }
-                    None => half,
-                };
-                // A flow that may compete keeps to the moment's evidence (the competitive
-                // mode's own tests were tuned with it); the others count a buffer as full as
-                // long as `held_full` does.
-                let pinned = if self.compete_as > 0.0 {
-                    self.pinned.map(|(_, _, hi)| hi)
-                } else {
-                    self.held_full.map(|(_, at)| at)
-                };
-                let mut half = half;
-                if kind == ProbeKind::Stale && pinned.is_some() && self.compete_as == 0.0 {
-                    // Start-up's overflow is no full buffer's steady state: its delivery still
-                    // moves (a flow next to 5 Mbit/s that did not yield measured 0.96 and
-                    // 0.80), and the share is measured against it.
-                    let w = delivery_window(rtt);
-                    let (Some(short), Some(long)) = (
-                        self.delivery.rate(w),
-                        self.delivery.rate(w * FULL_STABLE_WINDOWS),
-                    ) else {
-                        return;
-                    };
-                    if (short as f64 / long.max(1) as f64 - 1.0).abs() > FULL_STABLE {
-                        return;
-                    }
-                    // From a buffer held full the stale probe measures the share by delivery
-                    // alone, over the delivery window: a bump shorter than that window (half
-                    // of a 20 ms RTT against 20 ms) is diluted by the rates around it, and a
-                    // sharing flow read as nearly alone (0.85 for a true half). So the bump
-                    // outlasts the window by a report gap, and nothing is paid back: a full
-                    // buffer lost the bump's excess instead of queueing it.
-                    gains.1 = 1.0;
-                    half = half.max(w + Duration::from_secs_f64(self.report_gap));
-                }
-                // On a long, fast path the bump is lower (PROBE_BUMP).
-                if kind == ProbeKind::Stale && pinned.is_none() && self.compete_as == 0.0 {
-                    let bump = PROBE_BUMP.max(BUMP_PACKETS * self.packet_bits / self.rate);
-                    let g = (bump / half.as_secs_f64().max(1e-6)).min(PROBE_GAIN);
-                    gains = (1.0 + g, 1.0 - g);
-                }
-                // A flow held at a full buffer sends more than the path delivers (the excess
-                // is lost: 16.4 Mbit/s into 10): half its rate would hardly drain the queue,
-                // so its drain halves what is delivered.
-                if kind == ProbeKind::Drain && pinned.is_some() {
-                    gains.0 *= (d0 / self.rate).min(1.0);
-                }
-                if let Mode::Competitive { law, .. } = &mut self.mode {
-                    // Its queue falls and returns until about 2 RTTs after the drain's end.
-                    law.quiet_until(now + half * 2 + rtt * 4);
-                    // A drain under CUBIC's law does not refill: the fast half overflowed the
-                    // buffer while the law's events were suspended for the drain, and the
-                    // competitor took every loss (`compete.rs`). BBR does not cut on loss.
-                    if !law.rate_based() {
-                        gains.1 = 1.0;
-                    }
-                }
-                self.probe = Probe::Up {
-                    kind,
-                    start: now,
-                    half,
-                    gains,
-                    gain: gains.0,
-                    q: DrainReadings::before(q0),
-                    d0,
-                    q_max: q,
-                    d_max: 0.0,
-                    judged,
-                    lost: false,
-                    pinned,
-                    rtt0: rtt,
-                };
+                let next = *next;
+                self.start_probe(now, rtt, q, d, steady || competing, alpha_now, next);
                 return;
             }
             Probe::Up {
