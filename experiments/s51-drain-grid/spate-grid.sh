@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Spate-only flows (compete on unless FLOWEXTRA=" "): N flows joining GAP s apart, RTT, rate. Prints per run:
-# jain, sum of competitive seconds, queue p50/p95.
+# jain, sum of competitive seconds, queue p50/p95. UTC=S places the drain grid (`spate-lab sim
+# --utc-start`, builds since session 54).
 set -euo pipefail
 lab="${LAB:-$(dirname "$0")/../../target/release/spate-lab}"
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
@@ -15,5 +16,5 @@ for rtt in ${RTTS:-20 50 120}; do
     echo "[[path.phase]]"; echo "at_s = 0.0"; echo "rate_mbps = $rate.0"; echo "rtt_ms = $rtt.0"
     for i in $(seq 0 $((n-1))); do echo "[[flow]]"; echo "start_s = $((i*gap)).0"; echo "bytes = 0"; echo "policy = \"fair\""; echo "${FLOWEXTRA:-compete = true}"; done
   } > "$f"
-  "$lab" sim "$f" -q --json | python3 "$(dirname "$0")/summ.py" "$rate $n $gap $rtt"
+  "$lab" sim "$f" -q --json ${UTC:+--utc-start "$UTC"} | python3 "$(dirname "$0")/summ.py" "$rate $n $gap $rtt"
 done; done; done; done
