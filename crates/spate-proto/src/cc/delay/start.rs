@@ -55,7 +55,8 @@ impl Delay {
         };
         let q0 = self.queue_over_rtt(now, q);
         // Only a flow that may compete judges its drains (and holds the queue empty
-        // a little longer for it); the others drain exactly as before.
+        // a little longer for it); the others take a margin for the flows draining with
+        // them unless they are alone ([`DRAIN_MARGIN_QUEUE`]).
         let judged = self.compete_as > 0.0
             && kind == ProbeKind::Drain
             && q0 >= JUDGED_FROM
@@ -91,23 +92,20 @@ impl Delay {
         if kind == ProbeKind::Drain {
             self.grid.started(now);
         }
-        let half = match kind {
-            ProbeKind::Stale => rtt / 2,
-            // Not capped at rtt/2: at RTT ≈ 0 that left a 50 µs dip, which removed
-            // nothing from a 1 ms queue, and the floor crept up under it.
-            // (Only `overshoot.rs` starts the third kind.)
-            ProbeKind::Drain | ProbeKind::Overshoot => Duration::from_secs_f64(
-                (2.0 * q + margin).min(rtt.as_secs_f64().max(DRAIN_MAX_HALF) + margin),
-            ),
-        };
         let mut gains = kind.gains();
-        let half = match stretch {
-            Some(others) => {
+        let mut half = match (kind, stretch) {
+            (_, Some(others)) => {
                 // Not refilled: a lone flow's refill after so long a drain is a bump.
                 gains.1 = 1.0;
                 Duration::from_secs_f64(others + margin)
             }
-            None => half,
+            (ProbeKind::Stale, None) => rtt / 2,
+            // Not capped at rtt/2: at RTT ≈ 0 that left a 50 µs dip, which removed
+            // nothing from a 1 ms queue, and the floor crept up under it.
+            // (Only `overshoot.rs` starts the third kind.)
+            (ProbeKind::Drain | ProbeKind::Overshoot, None) => Duration::from_secs_f64(
+                (2.0 * q + margin).min(rtt.as_secs_f64().max(DRAIN_MAX_HALF) + margin),
+            ),
         };
         // A flow that may compete keeps to the moment's evidence (the competitive
         // mode's own tests were tuned with it); the others count a buffer as full as
@@ -117,7 +115,6 @@ impl Delay {
         } else {
             self.held_full.map(|(_, at)| at)
         };
-        let mut half = half;
         if kind == ProbeKind::Stale && pinned.is_some() && self.compete_as == 0.0 {
             // Start-up's overflow is no full buffer's steady state: its delivery still
             // moves (a flow next to 5 Mbit/s that did not yield measured 0.96 and
