@@ -1,6 +1,7 @@
 //! `spate-lab` as a command in a shell pipeline.
 
 use std::io::Write;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 
@@ -19,15 +20,21 @@ fn a_reader_that_leaves_early_ends_it_quietly() {
               rate_mbps = 10.0\nrtt_ms = 20.0\n[[flow]]\nbytes = 0\n",
         )
         .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spate-lab"))
+    // The reader has left before the command starts: a pipe whose read end is closed. (Closing
+    // it after the start raced with the simulation, which can write its table first.)
+    let mut fds = [0; 2];
+    // SAFETY: `pipe` writes two new descriptors into `fds`, which has room for them.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
+    // SAFETY: both descriptors were just opened by `pipe` and are owned by nothing else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    let child = Command::new(env!("CARGO_BIN_EXE_spate-lab"))
         .arg("sim")
         .arg(&scenario)
-        .stdout(Stdio::piped())
+        .stdout(Stdio::from(write))
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The reader leaves before anything is written: the simulation runs first.
-    drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     let stderr = String::from_utf8_lossy(&out.stderr);
