@@ -116,8 +116,9 @@ fn utc_start(v: &str) -> Result<Duration, String> {
     let s: f64 = v
         .parse()
         .map_err(|_| format!("not a number of seconds: {v:?}"))?;
-    if !(0.0..=86_400.0).contains(&s) {
-        return Err(format!("must be between 0 and 86400 seconds (got {s})"));
+    let max = spate_sim::scenario::MAX_UTC_START_S;
+    if !(0.0..=max).contains(&s) {
+        return Err(format!("must be between 0 and {max} seconds (got {s})"));
     }
     Ok(Duration::from_secs_f64(s))
 }

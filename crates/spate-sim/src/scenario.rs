@@ -29,10 +29,6 @@ pub struct Scenario {
     /// Start of the window over which Jain's fairness index is computed (default: when the
     /// last flow starts).
     pub fairness_from: Option<Duration>,
-    /// The UTC time of the simulation's start, nanoseconds: where the Spate flows' drain grid
-    /// (multiples of 8 s of UTC, `spate_proto::cc::RateConfig::epoch_utc_ns`) falls among the
-    /// phases. Every flow reads the simulation's one clock, so their grids agree.
-    pub utc_start_ns: u64,
 }
 
 /// One transfer in a scenario.
@@ -163,7 +159,7 @@ const MAX_DURATION_S: f64 = 86_400.0;
 /// 0.5 s moves the instants to 7.5, 15.5 s... (session 52).
 const UTC_START_S: f64 = 0.5;
 /// Largest `utc_start_s`: the grid repeats every 8 s, so a day covers every placement.
-const MAX_UTC_START_S: f64 = 86_400.0;
+pub const MAX_UTC_START_S: f64 = 86_400.0;
 
 impl Scenario {
     /// The same scenario with every rate (path phases, flow rate caps) multiplied by `factor`,
@@ -251,16 +247,15 @@ impl Scenario {
             schedule,
             flows,
             fairness_from,
-            utc_start_ns: 0,
         }
         .with_utc_start(Duration::from_secs_f64(utc_start_s)))
     }
 
-    /// The same scenario with its clock starting at `utc` past the Unix epoch (`utc_start_s`):
-    /// every Spate flow's drain grid moves with it.
+    /// The same scenario with its clock starting at `utc` past the Unix epoch (`utc_start_s`).
+    /// Every flow reads the simulation's one clock, so each flow's `RateConfig::epoch_utc_ns`
+    /// (where its drain grid lies) is that start: the flows hold the only copy.
     pub fn with_utc_start(mut self, utc: Duration) -> Scenario {
         let ns = u64::try_from(utc.as_nanos()).unwrap_or(u64::MAX);
-        self.utc_start_ns = ns;
         for f in &mut self.flows {
             f.rate.epoch_utc_ns = ns;
         }
@@ -459,7 +454,6 @@ rate_mbps = 90.0
     #[test]
     fn the_clock_start_places_every_flows_grid() {
         let s = Scenario::parse(&format!("utc_start_s = 3.25\n{GOOD}")).unwrap();
-        assert_eq!(s.utc_start_ns, 3_250_000_000);
         assert!(s.flows.iter().all(|f| f.rate.epoch_utc_ns == 3_250_000_000));
         let s = s.with_utc_start(Duration::from_secs(7));
         assert!(s.flows.iter().all(|f| f.rate.epoch_utc_ns == 7_000_000_000));

@@ -104,8 +104,6 @@ fn scenario(c: &Case) -> Scenario {
     Scenario {
         name: "property".into(),
         fairness_from: None,
-        // Fixed-rate flows: no drains, so no grid to place.
-        utc_start_ns: 0,
         seed: c.seed,
         duration: Duration::from_secs(600),
         schedule: Schedule::new(phases).unwrap(),

@@ -65,8 +65,8 @@ pub(super) struct DrainGrid {
     offset: u64,
     /// The next grid instant on the session's clock.
     next: Instant,
-    /// Drains started.
-    drains: u32,
+    /// No drain has started yet.
+    first: bool,
 }
 
 impl DrainGrid {
@@ -75,7 +75,7 @@ impl DrainGrid {
         DrainGrid {
             offset: epoch_utc_ns % period(),
             next: Instant::ZERO,
-            drains: 0,
+            first: true,
         }
     }
 
@@ -96,12 +96,12 @@ impl DrainGrid {
     /// A drain started at `now`: the next is due at the next grid instant.
     pub(super) fn started(&mut self, now: Instant) {
         self.next = self.after(now);
-        self.drains = self.drains.saturating_add(1);
+        self.first = false;
     }
 
     /// No drain has started yet.
     pub(super) fn first(&self) -> bool {
-        self.drains == 0
+        self.first
     }
 
     /// The first grid instant after `now`, on the session's clock.
