@@ -16,6 +16,7 @@ declare -A variant=(
     [stretched]="SCRATCH SPATE_G1=1 SPATE_JS=1"
     [aligned]="SCRATCH $aligned SPATE_JS=1"
     [aligned-main-margins]="SCRATCH $aligned SPATE_KEEPM=1"
+    [aligned-nocg]="SCRATCH $aligned SPATE_JS=1 SPATE_NOCG=1"
 )
 run() { # run VARIANT COMMAND...: the command with the variant's binary and switches
     local v=(${variant[$1]}); shift
@@ -28,6 +29,7 @@ for v in offgrid ongrid punctual twice stretched aligned aligned-main-margins; d
     done
     wait
 done
+run aligned-nocg UTC=0 "$grid" > "$out/spate-aligned-nocg-u0.txt"
 run offgrid SEEDS="2 3 4 5" "$here/matrix.sh" > "$out/tcp-offgrid-seeds.txt" &
 run offgrid UTCS="0 4" "$here/matrix.sh" > "$out/tcp-offgrid-utc.txt"
 wait
@@ -37,3 +39,6 @@ for v in offgrid punctual stretched aligned aligned-main-margins; do
     run "$v" TCPAT="0.0 0.7 1.4 2.1" "$here/matrix.sh" > "$out/tcp-$v-tcpat.txt"
     wait
 done
+run aligned-nocg JOINS="10.0 11.3 12.6 13.9" "$here/matrix.sh" > "$out/tcp-aligned-nocg-joins.txt" &
+run aligned-nocg TCPAT="0.0 0.7 1.4 2.1" "$here/matrix.sh" > "$out/tcp-aligned-nocg-tcpat.txt"
+wait
