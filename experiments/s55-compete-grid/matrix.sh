@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The simulator's TCP matrix (scenarios/tcp: fair/high next to CUBIC/BBR, 1×BDP and 4×BDP,
 # together and TCP first), Spate's share and its seconds in competitive mode per run, one
-# line each. Perturbed three ways, each a space-separated list:
-#   UTCS="0 2 4 6"   where the drain grid falls (`spate-lab sim --utc-start`); default 0
+# line each. Perturbed four ways, each a space-separated list:
+#   UTCS="0 2 4 6"   where the drain grid falls (`spate-lab sim --utc-start`); default 0, not
+#                    the scenarios' own 0.5 s (the JOINS and TCPAT run files are at 0)
 #   SEEDS="2 3 4 5"  the scenario's seed (`--seed`; moves only the BBR model); default as filed
 #   JOINS="10.0 11.3 12.6 13.9"  the tcp-first runs only, Spate joining at these seconds
 #                    instead of 10 (CUBIC/BBR from 0; the share is still read over 30–60 s)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every run file of this directory. MAIN is a release spate-lab of main (06e57d9), SCRATCH one
 # with compete-grid.patch applied; the patch's variants are switched by SPATE_* variables
-# (README). About 30 minutes on two cores. Writes into OUT (default: this directory).
+# (README). About 40 minutes on two cores. Writes into OUT (default: this directory).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$here}"
