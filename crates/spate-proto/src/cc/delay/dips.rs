@@ -7,7 +7,8 @@
 //!        q < half this flow's own target `8α/rate` (the queue it holds), unless this flow made it
 //!        empty: its probes and drains, and two RTTs after them (then nothing counts until
 //!        the queue has filled again) — but a queue still empty when that time ends, having
-//!        been empty since the probe, is someone else's: its dip began when it emptied
+//!        been empty since the probe, is someone else's: its dip began when it emptied;
+//!        and a dip under way when a probe of this flow begins ends there
 //! dip    an empty queue that lasts ≥ 100 ms
 //! BBR    two dips 9–12 s apart, at the same delay floor (within 50 µs)
 //! ```
@@ -92,15 +93,20 @@ impl Dips {
                 .max(EMPTY_LEVEL)
                 .min(OWN_EMPTY * own_target);
         if own {
+            // A dip already under way when this flow's probe or drain begins is someone
+            // else's: it ends here, as long as it has lasted. Competitive mode drains every
+            // 8 s and BBR's ProbeRTT comes every 10.3 s, so now and then a drain starts
+            // inside a ProbeRTT; it used to swallow the dip, and recognition waited for the
+            // next pair of dips, 10–20 s later.
+            let dip = self.empty_since.take().filter(|_| !self.own);
             // Until the queue fills again, its emptiness may be this flow's doing.
             self.own = true;
-            self.empty_since = None;
             self.own_empty_since = if empty {
                 self.own_empty_since.or(Some(now))
             } else {
                 None
             };
-            return false;
+            return dip.is_some_and(|since| self.dip_ended(now, since, floor));
         }
         if !empty {
             self.own = false;
@@ -123,21 +129,28 @@ impl Dips {
             }
             (false, Some(since)) => {
                 self.empty_since = None;
-                if now.saturating_since(since) < DIP_MIN {
-                    return false;
-                }
-                let same_floor = self
-                    .last_floor
-                    .is_some_and(|f| (floor - f).abs() <= FLOOR_NOISE_US);
-                self.last_floor = Some(floor);
-                let gap = self
-                    .last
-                    .map(|last| since.saturating_since(last).as_secs_f64());
-                self.last = Some(since);
-                same_floor && gap.is_some_and(|g| (PERIOD.0..=PERIOD.1).contains(&g))
+                self.dip_ended(now, since, floor)
             }
             _ => false,
         }
+    }
+
+    /// The queue, empty since `since`, stopped being empty (or this flow's own probe began)
+    /// at `now`, measured from the delay floor `floor` (µs): whether that makes a dip
+    /// [`PERIOD`] after the last, at the same floor.
+    fn dip_ended(&mut self, now: Instant, since: Instant, floor: i64) -> bool {
+        if now.saturating_since(since) < DIP_MIN {
+            return false;
+        }
+        let same_floor = self
+            .last_floor
+            .is_some_and(|f| (floor - f).abs() <= FLOOR_NOISE_US);
+        self.last_floor = Some(floor);
+        let gap = self
+            .last
+            .map(|last| since.saturating_since(last).as_secs_f64());
+        self.last = Some(since);
+        same_floor && gap.is_some_and(|g| (PERIOD.0..=PERIOD.1).contains(&g))
     }
 }
 
@@ -234,6 +247,27 @@ mod tests {
         assert!(recognised(f64::INFINITY));
         // ...but in the delay mode this flow holds that queue itself.
         assert!(!recognised(0.0006));
+    }
+
+    /// This flow's drain that begins inside BBR's ProbeRTT (150 ms into each 300 ms dip, its
+    /// time lasting 400 ms): the dip so far still counts, ended where the drain began.
+    #[test]
+    fn a_drain_that_begins_inside_a_probe_rtt_does_not_hide_it() {
+        let mut d = Dips::default();
+        let mut seen = None;
+        for i in 0..3000u64 {
+            let t = i as f64 * 0.01;
+            let phase = (t + 5.0) % 10.3;
+            let q = if phase < 0.3 { 0.0 } else { 0.030 };
+            let own = (0.15..0.55).contains(&phase);
+            let now = Instant::ZERO + Duration::from_secs_f64(t);
+            if d.on_report(now, q, 0.050, 0, own, f64::INFINITY) {
+                seen = Some(t);
+                break;
+            }
+        }
+        let t = seen.expect("not recognised");
+        assert!((15.0..16.0).contains(&t), "{t}");
     }
 
     #[test]
