@@ -204,26 +204,25 @@ mod tests {
         }
     }
 
+    /// ProbeRTT dips of 300 ms every 10.3 s (the first at 5 s) under a 30 ms queue, reports
+    /// every 10 ms for 30 s, this flow's probe or drain under way when `own(t, phase)` (s):
+    /// when BBR was recognised.
+    fn recognised_with_own(own: impl Fn(f64, f64) -> bool) -> Option<f64> {
+        let mut d = Dips::default();
+        (0..3000u64).map(|i| i as f64 * 0.01).find(|&t| {
+            let phase = (t + 5.0) % 10.3;
+            let q = if phase < 0.3 { 0.0 } else { 0.030 };
+            let now = Instant::ZERO + Duration::from_secs_f64(t);
+            d.on_report(now, q, 0.050, 0, own(t, phase), f64::INFINITY)
+        })
+    }
+
     /// BBR's ProbeRTT that begins while this flow probes: the queue is still empty when the
     /// probe's time is over, so the dip is BBR's and counts from when the queue emptied.
     #[test]
     fn a_probe_rtt_that_began_during_this_flows_probe_still_counts() {
-        let mut d = Dips::default();
-        let mut seen = None;
-        for i in 0..3000u64 {
-            let t = i as f64 * 0.01;
-            let phase = (t + 5.0) % 10.3;
-            let q = if phase < 0.3 { 0.0 } else { 0.030 };
-            // This flow's probe starts 50 ms before the first dip and its time ends 0.15 s
-            // into it.
-            let own = (5.25..5.45).contains(&t);
-            let now = Instant::ZERO + Duration::from_secs_f64(t);
-            if d.on_report(now, q, 0.050, 0, own, f64::INFINITY) {
-                seen = Some(t);
-                break;
-            }
-        }
-        let t = seen.expect("not recognised");
+        // This flow's probe starts 50 ms before the first dip and its time ends 0.15 s into it.
+        let t = recognised_with_own(|t, _| (5.25..5.45).contains(&t)).expect("not recognised");
         assert!((15.0..16.0).contains(&t), "{t}");
     }
 
@@ -253,20 +252,8 @@ mod tests {
     /// time lasting 400 ms): the dip so far still counts, ended where the drain began.
     #[test]
     fn a_drain_that_begins_inside_a_probe_rtt_does_not_hide_it() {
-        let mut d = Dips::default();
-        let mut seen = None;
-        for i in 0..3000u64 {
-            let t = i as f64 * 0.01;
-            let phase = (t + 5.0) % 10.3;
-            let q = if phase < 0.3 { 0.0 } else { 0.030 };
-            let own = (0.15..0.55).contains(&phase);
-            let now = Instant::ZERO + Duration::from_secs_f64(t);
-            if d.on_report(now, q, 0.050, 0, own, f64::INFINITY) {
-                seen = Some(t);
-                break;
-            }
-        }
-        let t = seen.expect("not recognised");
+        let own = |_, phase| (0.15..0.55).contains(&phase);
+        let t = recognised_with_own(own).expect("not recognised");
         assert!((15.0..16.0).contains(&t), "{t}");
     }
 
