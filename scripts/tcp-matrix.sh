@@ -6,14 +6,15 @@
 # drains and start-up fall among the competitor's cycles; a result that holds only at the
 # filed start is luck. Simulator only; 256 runs by default, about 3 minutes on two cores.
 #
-# Prints one line per run (scenario, shift, UTC start, seed, Spate's share of the last 30 s,
-# seconds in competitive mode, seconds following BBR), then a Markdown summary: per scenario
-# the runs outside the issue's bound (`fair` 40-60 %, `high` 55-75 %) and the share's mean,
-# lowest and highest; the totals next to CUBIC and next to BBR; and the CUBIC runs in which
-# Spate took CUBIC for BBR.
+# Prints one line per run (scenario, shift, UTC start and seed ("-": as filed), Spate's share
+# of the last 30 s, seconds in competitive mode, seconds following BBR), then a Markdown
+# summary: per scenario the runs outside the issue's bound (`fair` 40-60 %, `high` 55-75 %)
+# and the share's mean, lowest and highest; the totals next to CUBIC and next to BBR; and the
+# CUBIC runs in which Spate took CUBIC for BBR.
 #
 #   SHIFTS="0 0.1 ..."  shifts of Spate's start, s (default 0 to 1.5 in steps of 0.1)
-#   UTCS="0 3"          where the drain grid falls (`spate-lab sim --utc-start`; default 0)
+#   UTCS="0 3"          where the drain grid falls (`spate-lab sim --utc-start`; default the
+#                       simulator's own, 0.5 s; flows with `compete` drain off the grid today)
 #   SEEDS="1 2"         scenario seeds (`--seed`; they move only the BBR model; default as filed)
 #   LAB=path            the spate-lab binary (default: build this tree's)
 #   JOBS=N              simulations at once (default 2)
@@ -32,7 +33,7 @@ shifts="${SHIFTS:-$(seq -s ' ' 0 0.1 1.5)}"
 
 # One job per line: its number, scenario file, shift, UTC start, seed ("-": as filed).
 n=0
-for utc in ${UTCS:-0}; do
+for utc in ${UTCS:--}; do
     for seed in ${SEEDS:--}; do
         for shift in $shifts; do
             for f in "$here"/scenarios/tcp/{fair,high}-{cubic,bbr}-{1,4}bdp-{together,tcp-first}.toml; do
@@ -55,7 +56,8 @@ run_one() {
         /^\[\[flow\]\]/ { flows++ }
         flows == 1 && !moved && /^start_s = / { printf "start_s = %.3f\n", $3 + s; moved = 1; next }
         { print }' "$f" > "$out.toml"
-    local args=(--utc-start "$utc")
+    local args=()
+    [ "$utc" = - ] || args+=(--utc-start "$utc")
     [ "$seed" = - ] || args+=(--seed "$seed")
     "$LAB" sim "$out.toml" -q --json "${args[@]}" > "$out"
     python3 - "$out" "$name" "$shift" "$utc" "$seed" <<'PY'
