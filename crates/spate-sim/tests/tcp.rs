@@ -330,3 +330,77 @@ fn a_flow_entering_competitive_mode_reads_the_buffer_from_the_floor_it_has() {
 fn competing_flows_neither_starve_bbr_nor_starve_around_the_matrix() {
     shares_around_the_matrix("bbr", (0.40, 0.65), (0.50, 0.80));
 }
+
+/// The scenario `text` with its first flow (Spate's) starting `shift` seconds later.
+fn shifted(text: &str, shift: f64) -> String {
+    let flow = text.find("[[flow]]").expect("a flow");
+    let at = flow + text[flow..].find("start_s = ").expect("Spate's start");
+    let value = at + "start_s = ".len();
+    let end = value + text[value..].find('\n').expect("a line");
+    let start: f64 = text[value..end].trim().parse().expect("a start");
+    format!("{}start_s = {}{}", &text[..at], start + shift, &text[end..])
+}
+
+/// The bounds are for every run, and at the filed starts they hold (the tests above).
+/// A start moved by a tenth of a second changes nothing a user would choose, only where
+/// Spate's drains and start-up fall among the competitor's cycles, and there the bounds hold
+/// in about seven runs of ten: `scripts/tcp-matrix.sh` (Spate's start shifted 0-1.5 s), 181
+/// of 256 in session 56, 105 of 128 next to CUBIC and 76 of 128 next to BBR, whose misses are
+/// mostly BBR recognised late or not at all (`docs/design.md`, "Session 56"). At the four
+/// shifts here, 26 of 32 and 17 of 32. This keeps that floor, less about 1.5 standard
+/// errors, so that tuning for the filed points cannot lose it unseen; raise it as the
+/// competitive mode improves.
+#[test]
+fn the_shares_hold_around_the_filed_starts_as_often_as_measured() {
+    let mut jobs = Vec::new();
+    for policy in ["fair", "high"] {
+        for peer in ["cubic", "bbr"] {
+            for b in ["1bdp", "4bdp"] {
+                for s in ["together", "tcp-first"] {
+                    for shift in [0.1, 0.5, 0.9, 1.3] {
+                        jobs.push((format!("{policy}-{peer}-{b}-{s}.toml"), shift));
+                    }
+                }
+            }
+        }
+    }
+    // (next to CUBIC, within the bound, what to print)
+    let judge = |(name, shift): &(String, f64)| {
+        let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../scenarios/tcp")
+            .join(name);
+        let text = shifted(&std::fs::read_to_string(&p).unwrap(), *shift);
+        let share = sim(&text).flows[0].share.expect("share");
+        let (lo, hi) = if name.starts_with("fair") {
+            (0.40, 0.60)
+        } else {
+            (0.55, 0.75)
+        };
+        let within = (lo..=hi).contains(&share);
+        (
+            name.contains("-cubic-"),
+            within,
+            format!("{name} +{shift} s: {share:.3}"),
+        )
+    };
+    let (first, second) = jobs.split_at(jobs.len() / 2);
+    let runs: Vec<_> = std::thread::scope(|s| {
+        let other = s.spawn(|| first.iter().map(judge).collect::<Vec<_>>());
+        let mine: Vec<_> = second.iter().map(judge).collect();
+        let mut all = other.join().unwrap();
+        all.extend(mine);
+        all
+    });
+    let outside: Vec<_> = runs.iter().filter(|r| !r.1).map(|r| &r.2).collect();
+    let within = |cubic: bool| runs.iter().filter(|r| r.0 == cubic && r.1).count();
+    assert!(
+        within(true) >= 23,
+        "next to CUBIC: {} of 32; outside: {outside:#?}",
+        within(true)
+    );
+    assert!(
+        within(false) >= 13,
+        "next to BBR: {} of 32; outside: {outside:#?}",
+        within(false)
+    );
+}
