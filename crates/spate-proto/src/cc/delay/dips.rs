@@ -98,7 +98,8 @@ impl Dips {
             // 8 s and BBR's ProbeRTT comes every 10.3 s, so now and then a drain starts
             // inside a ProbeRTT; it used to swallow the dip, and recognition waited for the
             // next pair of dips, 10–20 s later.
-            let dip = self.empty_since.take().filter(|_| !self.own);
+            // (A dip is open only while the queue is not this flow's doing.)
+            let dip = self.empty_since.take();
             // Until the queue fills again, its emptiness may be this flow's doing.
             self.own = true;
             self.own_empty_since = if empty {
