@@ -340,12 +340,13 @@ fn competing_flows_neither_starve_bbr_nor_starve_around_the_matrix() {
 /// The bounds are for every run, and at the filed starts they hold (the tests above).
 /// A start moved by a tenth of a second changes nothing a user would choose, only where
 /// Spate's drains and start-up fall among the competitor's cycles, and there the bounds hold
-/// in about seven runs of ten: `scripts/tcp-matrix.sh` (Spate's start shifted 0-1.5 s), 181
-/// of 256 in session 56, 105 of 128 next to CUBIC and 76 of 128 next to BBR, whose misses are
-/// mostly BBR recognised late or not at all (`docs/design.md`, "Session 56"). At the four
-/// shifts here, 26 of 32 and 17 of 32. This keeps that floor, less about 1.5 standard
-/// errors, so that tuning for the filed points cannot lose it unseen; raise it as the
-/// competitive mode improves.
+/// in about four runs of five: `scripts/tcp-matrix.sh` (Spate's start shifted 0-1.5 s), 208
+/// of 256 in session 57, 118 of 128 next to CUBIC and 90 of 128 next to BBR, whose misses are
+/// mostly BBR recognised late or not at all (`docs/design.md`, "Session 57"; session 56: 181
+/// of 256, before the cap on the share of the capacity the drains measure). At the four
+/// shifts here, 30 of 32 and 22 of 32 (session 56: 26 and 17). This keeps that floor, less
+/// about 1.5 standard errors, so that tuning for the filed points cannot lose it unseen;
+/// raise it as the competitive mode improves.
 #[test]
 fn the_shares_hold_around_the_filed_starts_as_often_as_measured() {
     let mut jobs = Vec::new();
@@ -392,12 +393,12 @@ fn the_shares_hold_around_the_filed_starts_as_often_as_measured() {
     let within = |cubic: bool| runs.iter().filter(|r| r.0 == cubic && r.1).count();
     let of = runs.len() / 2;
     assert!(
-        within(true) >= 23,
+        within(true) >= 28,
         "next to CUBIC: {} of {of}; outside: {outside:#?}",
         within(true)
     );
     assert!(
-        within(false) >= 13,
+        within(false) >= 18,
         "next to BBR: {} of {of}; outside: {outside:#?}",
         within(false)
     );

@@ -17,6 +17,13 @@ use super::{
 };
 use crate::time::Instant;
 
+/// The queue's fall at a drain's start is read over this fraction of the queueing delay the
+/// drain started from: this flow's own part of the queue, `s·q0`, lasts `2·q0` at half rate,
+/// and the competitor may answer the drain from about `q0` on (`capacity.rs`)...
+const FALL_SPAN: f64 = 0.5;
+/// ...or over this long, seconds, if that is longer: a few report gaps.
+const FALL_SPAN_MIN: f64 = 0.02;
+
 /// A drain empties the queue when the queueing delay falls below this fraction of what it was
 /// in the RTT before...
 const EMPTIED_FRACTION: f64 = 0.25;
@@ -72,6 +79,10 @@ pub(super) struct DrainReadings {
     pub(super) q_early: f64,
     /// ...and the highest about the rest of it.
     pub(super) q_late_max: f64,
+    /// The first reading from one RTT after the start: (seconds after that RTT, queue)...
+    pub(super) fall_from: Option<(f64, f64)>,
+    /// ...and the last within [`FALL_SPAN`] of the queue's time after it.
+    pub(super) fall_to: Option<(f64, f64)>,
 }
 
 impl DrainReadings {
@@ -82,7 +93,30 @@ impl DrainReadings {
             q_min: f64::MAX,
             q_early: f64::MAX,
             q_late_max: f64::MIN,
+            fall_from: None,
+            fall_to: None,
         }
+    }
+
+    /// A reading `after` seconds into the readings (one RTT after the probe's start) of a
+    /// probe whose slow half lasts `half` seconds: noted while the queue's fall at the start
+    /// shows this flow's share ([`Self::share_by_fall`]).
+    pub(super) fn note_fall(&mut self, after: f64, q: f64, half: f64) {
+        let span = (FALL_SPAN * self.q0).max(FALL_SPAN_MIN).min(half / 2.0);
+        match self.fall_from {
+            None => self.fall_from = Some((after, q)),
+            Some(_) if after <= span => self.fall_to = Some((after, q)),
+            Some(_) => {}
+        }
+    }
+
+    /// This flow's share of the bottleneck, its rate over the capacity, from how fast the
+    /// queue fell at the start of a slow half that sent `gain` of the rate (`capacity.rs`
+    /// derives it): `(1 − gain)·s = F / (Δy + F)` for a fall `F` over `Δy` of report time.
+    pub(super) fn share_by_fall(&self, gain: f64) -> Option<f64> {
+        let ((y0, q0), (y1, q1)) = (self.fall_from?, self.fall_to?);
+        let (dy, fall) = (y1 - y0, q0 - q1);
+        (dy > 0.0 && fall > 0.0 && gain < 1.0).then(|| fall / (dy + fall) / (1.0 - gain))
     }
 
     /// How far the queue fell below where it was before.
@@ -174,5 +208,44 @@ impl Delay {
                 next_drain: now + COMPETE_DRAIN_EVERY,
             };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A drain at half rate from a 100 ms queue of which this flow sends `share`: the queue
+    /// seen by its packets falls at `share/2` per second of sending, and the reports of it
+    /// come closer together by that fall; one every 5 ms for 200 ms.
+    fn readings(share: f64) -> DrainReadings {
+        let mut r = DrainReadings::before(0.1);
+        for i in 0..40 {
+            let y = f64::from(i) * 0.005;
+            // Report time y = x − fall(x) for sending time x, fall(x) = share/2 · x.
+            let x = y / (1.0 - share / 2.0);
+            r.note_fall(y, 0.1 - share / 2.0 * x, 0.22);
+        }
+        r
+    }
+
+    #[test]
+    fn the_fall_at_a_drains_start_reads_the_flows_share() {
+        for share in [0.1, 0.5, 0.9] {
+            let s = readings(share).share_by_fall(0.5).expect("no reading");
+            assert!((s - share).abs() < 1e-9, "{share}: {s}");
+        }
+        // Read over the first 50 ms (half the queue's 100 ms), not the whole probe.
+        assert_eq!(readings(0.5).fall_to.map(|(y, _)| y), Some(0.05));
+    }
+
+    #[test]
+    fn no_fall_no_share() {
+        let mut r = DrainReadings::before(0.1);
+        assert_eq!(r.share_by_fall(0.5), None);
+        r.note_fall(0.0, 0.1, 0.22);
+        r.note_fall(0.02, 0.101, 0.22);
+        assert_eq!(r.share_by_fall(0.5), None);
+        assert_eq!(r.share_by_fall(1.0), None);
     }
 }

@@ -222,7 +222,9 @@
 //! it makes the competitive mode follow BBR's own law instead (`follow.rs`: bandwidth filter,
 //! gain cycle, in-flight cap, ProbeRTT). Entering, the flow starts from half the larger of
 //! the path's rate measured by the drain (bits it removed / how far the queue fell) and its
-//! own peak delivery of the last 30 s (two thirds for `high`).
+//! own peak delivery of the last 30 s (two thirds for `high`). Each drain of the mode also
+//! measures the bottleneck's capacity, by how fast the queue falls at its start, and neither
+//! law takes more than one competitor's fair share of it (`capacity.rs`).
 //!
 //! Why it is off by default: the drain test needs the other Spate flows to drain at the same
 //! moment, which they do when their delay floors were taken together (flows that start
@@ -239,6 +241,7 @@
 //! versions other than v1 (v2 and v3 probe the RTT every 5 s down to half their window, so
 //! their queue need not empty: `dips.rs` would not recognise them).
 
+mod capacity;
 mod compete;
 mod dips;
 mod drained;
@@ -880,6 +883,11 @@ impl Delay {
                     // RTT read now, a refill's first rise (3.3 ms after a step to a longer
                     // path) lengthened the window that was to end before it, and the flat
                     // bottom of a stale floor read as a competitor's standing queue.
+                    readings.note_fall(
+                        age.saturating_sub(*rtt0).as_secs_f64(),
+                        q,
+                        half.as_secs_f64(),
+                    );
                     if age < *rtt0 + half.mul_f64(FLAT_AFTER) {
                         readings.q_early = readings.q_early.min(q);
                     } else if age < *rtt0 + *half {
@@ -907,6 +915,12 @@ impl Delay {
                     let packet = self.packet_bits / self.rate;
                     (Drained::judge(*readings, own, deepest, packet), capacity)
                 });
+                // Competitive mode's drains also measure the bottleneck (`capacity.rs`).
+                if let (ProbeKind::Drain, Some(share), Mode::Competitive { law, .. }) =
+                    (*kind, readings.share_by_fall(gains.0), &mut self.mode)
+                {
+                    law.drained(self.rate, *d0, share);
+                }
                 // On a full link the bump adds PROBE_GAIN/2 RTT of this flow's data to the
                 // queue (0.6 ms for one of four flows at 50 ms); on an idle one, nothing.
                 let queue_grew =

@@ -135,12 +135,7 @@ fn a_probe_is_not_held_into_a_step_down() {
             half: 37 * MS,
             gains,
             gain: gains.0,
-            q: DrainReadings {
-                q0: 0.001,
-                q_min: f64::MAX,
-                q_early: f64::MAX,
-                q_late_max: f64::MIN,
-            },
+            q: DrainReadings::before(0.001),
             d0: 1e9,
             q_max: 0.001,
             d_max: 0.0,
@@ -444,10 +439,10 @@ fn a_queue_stops_growth_within_three_millisecond_reports() {
 /// Readings in milliseconds.
 fn drain(q0: f64, q_min: f64, q_early: f64, q_late_max: f64) -> DrainReadings {
     DrainReadings {
-        q0: q0 / 1e3,
         q_min: q_min / 1e3,
         q_early: q_early / 1e3,
         q_late_max: q_late_max / 1e3,
+        ..DrainReadings::before(q0 / 1e3)
     }
 }
 
