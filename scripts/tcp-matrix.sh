@@ -9,8 +9,9 @@
 # Prints one line per run (scenario, shift, UTC start and seed ("-": as filed), Spate's share
 # of the last 30 s, seconds in competitive mode, seconds following BBR), then a Markdown
 # summary: per scenario the runs outside the issue's bound (`fair` 40-60 %, `high` 55-75 %)
-# and the share's mean, lowest and highest; the totals next to CUBIC and next to BBR; and the
-# CUBIC runs in which Spate took CUBIC for BBR.
+# and the share's mean, lowest and highest; the totals next to CUBIC and next to BBR, with how
+# many lie above the bound and how many below; and the CUBIC runs in which Spate took CUBIC
+# for BBR.
 #
 #   SHIFTS="0 0.1 ..."  shifts of Spate's start, s (default 0 to 1.5 in steps of 0.1)
 #   UTCS="0 3"          where the drain grid falls (`spate-lab sim --utc-start`; default the
@@ -84,6 +85,8 @@ def bound(name):
 def outside(name):
     lo, hi = bound(name)
     return sum(not lo <= s <= hi for s in runs[name])
+def above(name):
+    return sum(s > bound(name)[1] for s in runs[name])
 print()
 print("| scenario | bound | runs outside | mean | lowest | highest |")
 print("|---|---|---|---|---|---|")
@@ -96,6 +99,8 @@ print()
 for peer in ("cubic", "bbr"):
     names = [n for n in runs if f"-{peer}-" in n]
     total = sum(len(runs[n]) for n in names)
-    print(f"next to {peer.upper()}: {sum(outside(n) for n in names)} of {total} runs outside the bound")
+    out, up = sum(outside(n) for n in names), sum(above(n) for n in names)
+    print(f"next to {peer.upper()}: {out} of {total} runs outside the bound "
+          f"({up} above it, {out - up} below)")
 print(f"CUBIC runs in which Spate followed BBR's law: {mistaken}")
 PY
