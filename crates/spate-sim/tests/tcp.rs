@@ -340,13 +340,13 @@ fn competing_flows_neither_starve_bbr_nor_starve_around_the_matrix() {
 /// The bounds are for every run, and at the filed starts they hold (the tests above).
 /// A start moved by a tenth of a second changes nothing a user would choose, only where
 /// Spate's drains and start-up fall among the competitor's cycles, and there the bounds hold
-/// in about four runs of five: `scripts/tcp-matrix.sh` (Spate's start shifted 0-1.5 s), 208
-/// of 256 in session 57, 118 of 128 next to CUBIC and 90 of 128 next to BBR, whose misses are
-/// mostly BBR recognised late or not at all (`docs/design.md`, "Session 57"; session 56: 181
-/// of 256, before the cap on the share of the capacity the drains measure). At the four
-/// shifts here, 30 of 32 and 22 of 32 (session 56: 26 and 17). This keeps that floor, less
-/// about 1.5 standard errors, so that tuning for the filed points cannot lose it unseen;
-/// raise it as the competitive mode improves.
+/// in about six runs of seven: `scripts/tcp-matrix.sh` (Spate's start shifted 0-1.5 s), 217
+/// of 256 in session 57, 116 of 128 next to CUBIC and 101 of 128 next to BBR, whose misses
+/// are mostly BBR recognised late (`docs/design.md`, "Session 57"; session 56: 181 of 256,
+/// before the cap on the share of the capacity the drains measure and the seed for BBR's
+/// law). At the four shifts here, 30 of 32 and 26 of 32 (session 56: 26 and 17). This keeps
+/// that floor, less about 1.5 standard errors, so that tuning for the filed points cannot
+/// lose it unseen; raise it as the competitive mode improves.
 #[test]
 fn the_shares_hold_around_the_filed_starts_as_often_as_measured() {
     let mut jobs = Vec::new();
@@ -398,7 +398,7 @@ fn the_shares_hold_around_the_filed_starts_as_often_as_measured() {
         within(true)
     );
     assert!(
-        within(false) >= 18,
+        within(false) >= 22,
         "next to BBR: {} of {of}; outside: {outside:#?}",
         within(false)
     );

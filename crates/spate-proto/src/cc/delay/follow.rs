@@ -149,6 +149,12 @@ impl Follow {
         }
     }
 
+    /// Start the bandwidth filter at `now` from at least `bw` (bits/s), as if that much had
+    /// just been delivered: it holds for one filter span and then only if delivery keeps it.
+    pub fn seed(&mut self, now: Instant, bw: f64) {
+        self.delivered_max.push(now, bw as i64);
+    }
+
     /// The rate to pace at (bits/s), given the smoothed RTT `rtt` (s), bits per packet, and
     /// the rate to use before any delivery was measured.
     pub fn rate(&mut self, now: Instant, rtt: f64, packet_bits: f64, fallback: f64) -> f64 {

@@ -224,7 +224,8 @@
 //! the path's rate measured by the drain (bits it removed / how far the queue fell) and its
 //! own peak delivery of the last 30 s (two thirds for `high`). Each drain of the mode also
 //! measures the bottleneck's capacity, by how fast the queue falls at its start, and neither
-//! law takes more than one competitor's fair share of it (`capacity.rs`).
+//! law takes more than one competitor's fair share of it (`capacity.rs`; kept across the
+//! mode's spells). BBR's law starts from the rate the mode was entered with.
 //!
 //! Why it is off by default: the drain test needs the other Spate flows to drain at the same
 //! moment, which they do when their delay floors were taken together (flows that start
@@ -255,6 +256,7 @@ mod start;
 
 use core::time::Duration;
 
+use capacity::Capacity;
 use compete::Compete;
 use dips::Dips;
 use drained::{DrainReadings, Drained, FLAT_AFTER};
@@ -646,6 +648,9 @@ pub struct Delay {
     peak_delivery: WindowedMax,
     /// Bits of one full packet on the wire.
     packet_bits: f64,
+    /// The bottleneck's capacity as competitive mode's drains measured it, kept across the
+    /// mode's ends and returns: the mode takes at most a fair share of it (`capacity.rs`).
+    capacity: Capacity,
     /// Watches for BBR's ProbeRTT (kept only by a flow that may compete).
     dips: Dips,
     /// When BBR was last recognised.
@@ -711,6 +716,7 @@ impl Delay {
             last_judged: None,
             peak_delivery: WindowedMax::new(PEAK_WINDOW),
             packet_bits: 1500.0 * 8.0,
+            capacity: Capacity::default(),
             dips: Dips::default(),
             bbr_seen: None,
             own_until: Instant::ZERO,
@@ -762,7 +768,7 @@ impl Delay {
             .bbr_seen
             .is_some_and(|t| now.saturating_since(t) < BBR_SEEN_FOR);
         if let (true, Mode::Competitive { law, .. }) = (recent, &mut self.mode) {
-            law.set_rate_based();
+            law.set_rate_based(now);
         }
     }
 
@@ -916,10 +922,10 @@ impl Delay {
                     (Drained::judge(*readings, own, deepest, packet), capacity)
                 });
                 // Competitive mode's drains also measure the bottleneck (`capacity.rs`).
-                if let (ProbeKind::Drain, Some(share), Mode::Competitive { law, .. }) =
-                    (*kind, readings.share_by_fall(gains.0), &mut self.mode)
+                if let (ProbeKind::Drain, Some(share), true) =
+                    (*kind, readings.share_by_fall(gains.0), competing)
                 {
-                    law.drained(self.rate, *d0, share);
+                    self.capacity.drained(now, self.rate, *d0, share);
                 }
                 // On a full link the bump adds PROBE_GAIN/2 RTT of this flow's data to the
                 // queue (0.6 ms for one of four flows at 50 ms); on an idle one, nothing.
@@ -1253,6 +1259,9 @@ impl RateControl for Delay {
             Some(d) if probing => self.during_overshoot(&step, d),
             _ if self.is_competing() => {
                 if let Mode::Competitive { law, .. } = &mut self.mode {
+                    let srtt = s.srtt.as_secs_f64();
+                    self.capacity.on_queue(now, q, srtt);
+                    law.set_cap(self.capacity.cap(now, self.compete_as));
                     self.rate = law.on_report(now, (q, base_owd), s.srtt, rtt, s.lost_bytes > 0, d);
                 }
                 self.last_steered = d.unwrap_or(self.last_steered);
