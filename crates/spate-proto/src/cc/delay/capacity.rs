@@ -41,7 +41,8 @@
 //! and a drain is judged only from a queue of at least 2 ms. A flow held at half the link
 //! builds none once the competitor has gone, so it would stay capped for good. An empty queue
 //! means nobody is losing anything to this flow, so after 8 RTTs and a second of it (longer
-//! than BBR's ProbeRTT) the capacity is forgotten: the law grows again, builds a queue, and the next drain finds it empty.
+//! than BBR's ProbeRTT) the capacity is forgotten: the law grows again, builds a queue, and
+//! the next drain finds it empty.
 //!
 //! **Kept across the mode's ends.** The capacity belongs to the path, not to one spell of
 //! competitive mode. When it was kept with the mode's law, a flow that left the mode for a
@@ -57,7 +58,7 @@
 //! read a few per cent high still keeps the flow inside. Runs above the bound in the 256 of
 //! `scripts/tcp-matrix.sh` (below it, in brackets): main 32 (43); this cap on the CUBIC law
 //! alone at 55 % / 70 % 20 (46); on both laws 8 (46); at 52 % / 67 % 4 (44); at 52 % / 68.7 %
-//! (this rule) 5 (42); with the capacity forgotten on an empty queue (below) 6 (42); kept
+//! (this rule) 5 (42); with the capacity forgotten on an empty queue (above) 6 (42); kept
 //! across the mode's spells and with BBR's law seeded (`compete.rs`) 12 (27): 39 runs
 //! outside the bounds, against 75.
 

@@ -885,15 +885,17 @@ impl Delay {
                 if age >= rtt {
                     *q_max = q_max.max(q);
                     readings.q_min = readings.q_min.min(q);
-                    // The slow half's readings, timed from the RTT it started with: with the
-                    // RTT read now, a refill's first rise (3.3 ms after a step to a longer
-                    // path) lengthened the window that was to end before it, and the flat
-                    // bottom of a stale floor read as a competitor's standing queue.
+                    // How fast the queue falls at the start measures this flow's share of
+                    // the bottleneck (`capacity.rs`).
                     readings.note_fall(
                         age.saturating_sub(*rtt0).as_secs_f64(),
                         q,
                         half.as_secs_f64(),
                     );
+                    // The slow half's readings, timed from the RTT it started with: with the
+                    // RTT read now, a refill's first rise (3.3 ms after a step to a longer
+                    // path) lengthened the window that was to end before it, and the flat
+                    // bottom of a stale floor read as a competitor's standing queue.
                     if age < *rtt0 + half.mul_f64(FLAT_AFTER) {
                         readings.q_early = readings.q_early.min(q);
                     } else if age < *rtt0 + *half {
