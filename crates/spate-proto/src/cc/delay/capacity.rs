@@ -138,18 +138,24 @@ impl Capacity {
     }
 
     /// The capacity at `now`, bits/s: the larger of two samples, the median of three.
+    /// Read at every report of competitive mode, so it sorts in place, without allocating.
     pub fn estimate(&self, now: Instant) -> Option<f64> {
-        let mut s: Vec<f64> = self
+        let mut s = [0.0; SAMPLES];
+        let mut n = 0;
+        let recent = self
             .samples
             .iter()
-            .filter(|&&(t, _)| now.saturating_since(t) <= MAX_AGE)
-            .map(|&(_, c)| c)
-            .collect();
+            .filter(|&&(t, _)| now.saturating_since(t) <= MAX_AGE);
+        for (slot, &(_, c)) in s.iter_mut().zip(recent) {
+            *slot = c;
+            n += 1;
+        }
+        let s = &mut s[..n];
         s.sort_by(f64::total_cmp);
-        match s.len() {
+        match n {
             0 | 1 => None,
             2 => Some(s[1]),
-            n => Some(s[n / 2]),
+            _ => Some(s[n / 2]),
         }
     }
 
