@@ -340,13 +340,14 @@ fn competing_flows_neither_starve_bbr_nor_starve_around_the_matrix() {
 /// The bounds are for every run, and at the filed starts they hold (the tests above).
 /// A start moved by a tenth of a second changes nothing a user would choose, only where
 /// Spate's drains and start-up fall among the competitor's cycles, and there the bounds hold
-/// in about six runs of seven: `scripts/tcp-matrix.sh` (Spate's start shifted 0-1.5 s), 217
-/// of 256 in session 57, 116 of 128 next to CUBIC and 101 of 128 next to BBR, whose misses
-/// are mostly BBR recognised late (`docs/design.md`, "Session 57"; session 56: 181 of 256,
-/// before the cap on the share of the capacity the drains measure and the seed for BBR's
-/// law). At the four shifts here, 30 of 32 and 26 of 32 (session 56: 26 and 17). This keeps
-/// that floor, less about 1.5 standard errors, so that tuning for the filed points cannot
-/// lose it unseen; raise it as the competitive mode improves.
+/// in about eight runs of nine: `scripts/tcp-matrix.sh` (Spate's start shifted 0-1.5 s), 227
+/// of 256 in session 58, 116 of 128 next to CUBIC and 111 of 128 next to BBR, once BBR's gain
+/// cycle is recognised by its rhythm (`docs/design.md`, "Session 58"; session 57: 217 of
+/// 256, 101 next to BBR; session 56: 181, before the cap on the share of the capacity the
+/// drains measure and the seed for BBR's law). At the four shifts here, 30 of 32 and 29 of 32
+/// (session 57: 30 and 26; session 56: 26 and 17). This keeps that floor, less about 1.5
+/// standard errors, so that tuning for the filed points cannot lose it unseen; raise it as
+/// the competitive mode improves.
 #[test]
 fn the_shares_hold_around_the_filed_starts_as_often_as_measured() {
     let mut jobs = Vec::new();
@@ -398,7 +399,7 @@ fn the_shares_hold_around_the_filed_starts_as_often_as_measured() {
         within(true)
     );
     assert!(
-        within(false) >= 22,
+        within(false) >= 27,
         "next to BBR: {} of {of}; outside: {outside:#?}",
         within(false)
     );

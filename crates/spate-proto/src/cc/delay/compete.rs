@@ -24,7 +24,8 @@
 //! cap     rate ≤ (N/(N + 1) + 0.02) · C, C the capacity the drains measured, under either
 //!         law (`capacity.rs`; the controller keeps it across the mode's spells)
 //! BBR     once recognised, BBR's law (`follow.rs`), its bandwidth filter seeded with the
-//!         rate the mode was entered with
+//!         rate the mode was entered with; recognised by the controller (`dips.rs`) or here:
+//!         5 cuts or overflows in a row each within 20 smoothed RTTs of the last
 //! ```
 //!
 //! Against a buffer-filler every flow's share is its share of the queue, and the competitor
@@ -72,6 +73,25 @@
 //! next to BBR in 4×BDP (0.638 and 0.803): BBR, next to a flow that starts high in a deep
 //! buffer, settles low. Under the cap, kept across the mode's spells, they hold (0.473 and
 //! 0.733), and `scripts/tcp-matrix.sh` has 39 runs of 256 outside the bounds instead of 48.
+//!
+//! **BBR's gain cycle, taken for cuts.** `dips.rs` needs two ProbeRTTs that empty the queue,
+//! and in a 1×BDP buffer this flow's CUBIC window holds part of the queue through them: BBR
+//! was recognised 20–40 s into the mode, or not at all, and 23 of the 39 runs outside the
+//! bounds were such runs. Meanwhile the law sees "cuts" every 1–1.7 s (the gain cycle's
+//! overflow and drain; the episode rule lets through at most one per 4 RTTs). A loss-based
+//! competitor cannot cut that often: having cut a window of `W` packets to 0.7·W it needs
+//! `K = ∛(0.3·W / 0.4)` seconds to regrow it (RFC 9438; 6.7 s for W = 400, half the
+//! 100 Mbit/s, 100 ms path), or 0.3·W / 0.53 RTTs in the Reno-friendly region, and its
+//! queue is not full again before that. Both exceed 20 RTTs for any window above ~35
+//! packets. Five events in a row, each within 20 RTTs of the last, are therefore taken for a
+//! rate-based competitor's gain cycle. Next to the CUBIC model, 56 runs of the matrix's
+//! CUBIC points (`fair` and `high`, 1×BDP and 4×BDP, shifted 0–1.5 s) had at most two such
+//! intervals in a row: this flow's own overflow and a CUBIC cut can come close together, two
+//! CUBIC cuts cannot. Next to BBR in 1×BDP runs of 4–9 were the rule. With this rule the
+//! matrix has 29 runs outside instead of 39 (the BBR 1×BDP points 23 → 13), and no more CUBIC
+//! runs are taken for BBR (6 before and after). Below ~35 packets per competitor (paths of a
+//! few Mbit/s and ms) a CUBIC competitor can cycle this fast; this flow then follows BBR's
+//! law under the same cap.
 
 use core::time::Duration;
 use std::collections::VecDeque;
@@ -121,6 +141,13 @@ const PERIODS: usize = 2;
 /// The rate is at most this multiple of what the receiver saw delivered (RFC 5348 limits TFRC
 /// to 2·X_recv): a rate the path does not carry only fills the buffer.
 const MAX_OVER_DELIVERED: f64 = 1.25;
+
+/// Events this close together, smoothed RTTs, are quicker than a loss-based competitor can
+/// regrow what it cut (the module doc, "BBR's gain cycle")...
+const RHYTHM_RTTS: f64 = 20.0;
+/// ...and this many such intervals in a row (five events) are a rate-based competitor's gain
+/// cycle. Next to the CUBIC model no run of the matrix had more than two.
+const RHYTHM_RUN: u32 = 4;
 
 /// The deepest queue is the deepest of at least this long...
 const DEEPEST_WINDOW: Duration = Duration::from_secs(20);
@@ -199,6 +226,10 @@ pub struct Compete {
     /// The rate the mode was entered with, bits/s: one competitor's fair share of what this
     /// flow measured the path to carry (`drained.rs`).
     entered: f64,
+    /// Intervals in a row between the CUBIC law's events shorter than [`RHYTHM_RTTS`].
+    quick: u32,
+    /// When the events' rhythm showed a rate-based competitor (see [`RHYTHM_RUN`]).
+    rhythm_seen: Option<Instant>,
 }
 
 impl Compete {
@@ -240,6 +271,8 @@ impl Compete {
             follow: Follow::new(now, srtt, n),
             cap: f64::INFINITY,
             entered: rate,
+            quick: 0,
+            rhythm_seen: None,
         }
     }
 
@@ -267,6 +300,26 @@ impl Compete {
     /// Whether this flow follows a rate-based competitor's law.
     pub fn rate_based(&self) -> bool {
         self.rate_based
+    }
+
+    /// When the rhythm of the events showed a rate-based competitor, if it did: BBR's gain
+    /// cycle, taken for cuts (see the module doc).
+    pub fn rhythm_seen(&self) -> Option<Instant> {
+        self.rhythm_seen
+    }
+
+    /// A cut or an overflow at `now` under the CUBIC law: counts the events that come sooner
+    /// than a loss-based competitor could have regrown its cut (module doc, "BBR's gain
+    /// cycle"), and after [`RHYTHM_RUN`] such intervals in a row follows BBR's law.
+    fn note_rhythm(&mut self, now: Instant, rtt: f64) {
+        let quick = self
+            .last_event
+            .is_some_and(|t| now.saturating_since(t).as_secs_f64() < RHYTHM_RTTS * rtt);
+        self.quick = if quick { self.quick + 1 } else { 0 };
+        if self.quick >= RHYTHM_RUN {
+            self.rhythm_seen = Some(now);
+            self.set_rate_based(now);
+        }
     }
 
     /// An event at `now` begins an overflow episode: the next event needs the queue to fall
@@ -381,6 +434,9 @@ impl Compete {
                 .min(self.cap);
             self.w = (rate * rtt / self.packet_bits).max(2.0);
             return rate;
+        }
+        if event == Some(false) {
+            self.note_rhythm(now, rtt);
         }
         match event {
             Some(stuck) => {
@@ -577,7 +633,8 @@ mod tests {
     }
 
     /// BBR's gain cycle drops the queue from full every few RTTs: events the window law cuts
-    /// for each time, and the rate-based law does not.
+    /// for each time, and the rate-based law does not. (Every 2.5 s here, 25 RTTs: too slow
+    /// for the rhythm to recognise, so the window law keeps cutting.)
     #[test]
     fn a_rate_based_competitor_is_followed_not_cut_for() {
         let srtt = Duration::from_millis(100);
@@ -590,7 +647,7 @@ mod tests {
             let mut rates = Vec::new();
             for i in 0..1000 {
                 t += Duration::from_millis(10);
-                let q = if i % 50 < 10 { 0.1 } else { 0.06 };
+                let q = if i % 250 < 10 { 0.1 } else { 0.06 };
                 rates.push(c.on_report(t, (q, 0), srtt, srtt, false, Some(40e6)));
             }
             assert!(c.last_event.is_some(), "no events seen");
@@ -599,7 +656,32 @@ mod tests {
         let followed = run(true);
         assert!((followed / (0.96 * 40e6) - 1.0).abs() < 0.05, "{followed}");
         let cut = run(false);
-        assert!(cut < 0.5 * followed, "{cut} {followed}");
+        assert!(cut < 0.7 * followed, "{cut} {followed}");
+    }
+
+    /// Events every `every` seconds (the queue full for 100 ms, then fallen), srtt 100 ms,
+    /// for `secs`: when the rhythm showed a rate-based competitor, if it did.
+    fn rhythm(every: f64, secs: f64) -> Option<Instant> {
+        let srtt = Duration::from_millis(100);
+        let mut c = Compete::new(Instant::ZERO, 1.0, 40e6, srtt, PACKET, (0.1, 0));
+        let mut t = Instant::ZERO;
+        drive(&mut c, &mut t, secs, every, false);
+        assert!(c.last_event.is_some(), "no events seen");
+        assert_eq!(c.rate_based(), c.rhythm_seen().is_some());
+        c.rhythm_seen()
+    }
+
+    /// Cuts every second (BBR's gain cycles at 50 ms) come sooner than a loss-based
+    /// competitor could regrow what it cut: after five of them, BBR's law; cuts every 2.5 s
+    /// (25 RTTs) are CUBIC's, however many.
+    #[test]
+    fn the_gain_cycle_s_rhythm_is_taken_for_a_rate_based_competitor() {
+        let seen = rhythm(1.0, 10.0).expect("not recognised");
+        // The fifth event: the first is the queue's fall as the quiet after entering ends
+        // (0.2 s), the next ones a second apart.
+        let at = seen.saturating_since(Instant::ZERO).as_secs_f64();
+        assert!((4.0..=4.5).contains(&at), "{at}");
+        assert_eq!(rhythm(2.5, 60.0), None);
     }
 
     /// A queue that never falls after an overflow is still this flow's to cut when its own

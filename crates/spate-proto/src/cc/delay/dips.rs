@@ -34,7 +34,8 @@
 //! What it misses: a BBR flow whose queue never empties because something else holds one (in
 //! a 4×BDP buffer next to this flow's CUBIC-like window BBR's ProbeRTT removes only its own
 //! part), which is why dips are watched from the flow's start, before competitive mode holds
-//! a queue; and BBR versions with other ProbeRTT schedules (v2 and v3 probe every 5 s, down to
+//! a queue (in a 1×BDP buffer, where BBR's gain cycle overflows it, `compete.rs` recognises
+//! BBR by the rhythm of its cycles instead); and BBR versions with other ProbeRTT schedules (v2 and v3 probe every 5 s, down to
 //! half their window, not to 4 packets).
 
 use core::time::Duration;

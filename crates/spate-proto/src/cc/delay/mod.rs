@@ -218,8 +218,10 @@
 //! half overflowed the buffer while the law's events were suspended, and the competitor took
 //! those losses. A competing
 //! flow watches the queue, in either mode, for BBR's ProbeRTT: an empty queue, not of its own
-//! making, twice 9–12 s apart at the same delay floor (`dips.rs`). Seen within the last 36 s,
-//! it makes the competitive mode follow BBR's own law instead (`follow.rs`: bandwidth filter,
+//! making, twice 9–12 s apart at the same delay floor (`dips.rs`); and the CUBIC law watches
+//! the rhythm of its cuts: five in a row, each within 20 RTTs of the last, are quicker than a
+//! loss-based competitor regrows, and are BBR's gain cycle (`compete.rs`). Seen within the
+//! last 36 s, either makes the competitive mode follow BBR's own law instead (`follow.rs`: bandwidth filter,
 //! gain cycle, in-flight cap, ProbeRTT). Entering, the flow starts from half the larger of
 //! the path's rate measured by the drain (bits it removed / how far the queue fell) and its
 //! own peak delivery of the last 30 s (two thirds for `high`). Each drain of the mode also
@@ -1265,6 +1267,11 @@ impl RateControl for Delay {
                     self.capacity.on_queue(now, q, srtt);
                     law.set_cap(self.capacity.cap(now, self.compete_as));
                     self.rate = law.on_report(now, (q, base_owd), s.srtt, rtt, s.lost_bytes > 0, d);
+                    // BBR recognised by the rhythm of the law's events counts as by its
+                    // dips: for the next spells of the mode too.
+                    if let Some(t) = law.rhythm_seen() {
+                        self.bbr_seen = self.bbr_seen.max(Some(t));
+                    }
                 }
                 self.last_steered = d.unwrap_or(self.last_steered);
                 self.unsettle();
