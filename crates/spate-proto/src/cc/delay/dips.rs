@@ -35,8 +35,8 @@
 //! a 4×BDP buffer next to this flow's CUBIC-like window BBR's ProbeRTT removes only its own
 //! part), which is why dips are watched from the flow's start, before competitive mode holds
 //! a queue (in a 1×BDP buffer, where BBR's gain cycle overflows it, `compete.rs` recognises
-//! BBR by the rhythm of its cycles instead); and BBR versions with other ProbeRTT schedules (v2 and v3 probe every 5 s, down to
-//! half their window, not to 4 packets).
+//! BBR by the rhythm of its cycles instead); and BBR versions with other ProbeRTT schedules
+//! (v2 and v3 probe every 5 s, down to half their window, not to 4 packets).
 
 use core::time::Duration;
 
