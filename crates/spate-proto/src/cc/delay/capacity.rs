@@ -65,6 +65,7 @@
 use core::time::Duration;
 use std::collections::VecDeque;
 
+use super::JUDGED_FROM;
 use crate::time::Instant;
 
 /// Samples whose median is the estimate.
@@ -82,8 +83,9 @@ const STEADY: f64 = 0.1;
 const MARGIN: f64 = 0.02;
 /// Samples older than this are dropped.
 const MAX_AGE: Duration = Duration::from_secs(60);
-/// A queue below this, seconds, is empty (a drain is judged only from a deeper one)...
-const EMPTY_QUEUE: f64 = 0.002;
+/// A queue below this, seconds, is empty: a drain is judged only from a deeper one, so below
+/// it no drain can find the competitor gone...
+const EMPTY_QUEUE: f64 = JUDGED_FROM;
 /// ...and one empty for this many RTTs, and at least [`EMPTY_FOR`], has no competitor
 /// behind it: the samples are forgotten, and with them the cap.
 const EMPTY_RTTS: f64 = 8.0;
