@@ -171,6 +171,12 @@
 //!   compete keep the rules before these (their modes were tuned with them), and so does the
 //!   second after an outage (what was sent into it is lost). `scripts/shallow-grid.sh`, 64
 //!   runs: mean retransmission overhead 61 % → 19 %, Jain below 0.9 in 5–9 → 2–3 runs.
+//!   Next to a loss-based flow such a buffer does not stay held full: the competitor cuts
+//!   and starves, this flow's probes find it alone, it aims low, the competitor regrows, the
+//!   dip forgets the share, and α pushes again (`fair` took 95 % from CUBIC at 10 Mbit/s,
+//!   20 ms). Found alone three times in a row from the same delivery around such a dip, the
+//!   flow keeps α below half the buffer in bits at the capacity it measured (`starving.rs`;
+//!   37 % there).
 //!
 //! * **Short paths.** With reports every 10 ms a path of 100 µs RTT could double its rate only
 //!   once per report, the delay window being 10 ms: 110–150 ms from 10 Mbit/s to 20 Gbit/s.
@@ -255,6 +261,7 @@ mod overshoot;
 mod probe;
 mod share;
 mod start;
+mod starving;
 
 use core::time::Duration;
 
@@ -267,6 +274,7 @@ use grid::DrainGrid;
 use overshoot::Step;
 use probe::{Probe, ProbeKind};
 use share::{alone_weight, Share, ALONE_SHARE, SHARE_MAX};
+use starving::Starving;
 
 use super::{RateControl, RateSample};
 use crate::time::Instant;
@@ -602,6 +610,9 @@ pub struct Delay {
     /// The queue, seconds, at which a buffer this flow held alone overflowed (a stale probe
     /// from a full buffer found it alone); forgotten with the share.
     ceiling: Option<f64>,
+    /// Whether this flow has found itself starving a loss-based competitor, and the bound
+    /// on α it keeps then (`starving.rs`).
+    starving: Starving,
     /// Since when the queue has stood still while [`PINNED_LOSS`] of the bytes were lost (a
     /// drop-tail buffer held full), and the lowest and highest queue since, seconds.
     pinned: Option<(Instant, f64, f64)>,
@@ -703,6 +714,7 @@ impl Delay {
             held_full: None,
             restored_at: None,
             ceiling: None,
+            starving: Starving::default(),
             q_rtt_min: WindowedMin::new(Duration::from_millis(100)),
             probe: Probe::Idle {
                 next: Instant::ZERO,
@@ -792,8 +804,10 @@ impl Delay {
         let alone = alone_weight(self.share.map(|s| s.smoothed));
         let short = (self.rate * self.alone_queue).min(self.alpha_bits);
         let alpha = self.alpha_bits - alone * (self.alpha_bits - short);
-        self.ceiling
-            .map_or(alpha, |c| alpha.min(self.rate * c * CEILING_FRACTION))
+        let alpha = self
+            .ceiling
+            .map_or(alpha, |c| alpha.min(self.rate * c * CEILING_FRACTION));
+        self.starving.bound(alpha)
     }
 
     /// The queue is not being steered (growth, a competitive law, a sender short of pace):
@@ -830,7 +844,8 @@ impl Delay {
 
     /// Aim at α again until a probe says this flow is alone: the share, and the ceiling
     /// found with it, describe a path or company that has changed.
-    fn forget_share(&mut self) {
+    fn forget_share(&mut self, now: Instant) {
+        self.starving.on_forget(now, self.ceiling.is_some());
         self.share = None;
         self.ceiling = None;
         self.share_dip = None;
@@ -1016,6 +1031,7 @@ impl Delay {
             }
         };
         if let Some((x, delivery)) = share_sample {
+            self.starving.on_sample(x, delivery);
             self.share = Some(
                 self.share
                     .map_or(Share::new(x, delivery), |s| s.update(x, delivery)),
@@ -1034,6 +1050,9 @@ impl Delay {
             // 0.36 ms (1 Gbit/s, RTT 0, a 1 ms buffer), and its ceiling cost 0.8 % goodput.
             if q_full >= ALONE_QUEUE {
                 self.ceiling = Some(q_full);
+            }
+            if let Some((_, delivery)) = share_sample {
+                self.starving.on_alone_in_full_buffer(now, q_full, delivery);
             }
         }
         if let Some((outcome, capacity)) = drained {
@@ -1140,6 +1159,9 @@ impl RateControl for Delay {
         if let (Some(d), true) = (d, self.compete_as > 0.0) {
             self.peak_delivery.push(now, d as i64);
         }
+        if let Some(d) = d {
+            self.starving.on_delivery(d);
+        }
         self.loss
             .push(dt / LOSS_HORIZON.as_secs_f64(), s.acked_bytes, s.lost_bytes);
         if s.lost_bytes > 0 {
@@ -1201,7 +1223,7 @@ impl RateControl for Delay {
                 .share_dip
                 .is_some_and(|t| now.saturating_since(t) >= wait)
             {
-                self.forget_share();
+                self.forget_share(now);
             }
         }
         // ...and delivery must keep up with what was sent one loop earlier (the packets the
@@ -1434,7 +1456,8 @@ impl RateControl for Delay {
         // queue drained: the demo's second phase, queue p95 12.0 ms when the first dip
         // forgot it, 17.8 when a recovery cancelled that dip and a later one did; 12.3
         // forgotten here.)
-        self.forget_share();
+        self.forget_share(now);
+        self.starving.clear();
     }
 }
 
