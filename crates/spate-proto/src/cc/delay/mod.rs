@@ -866,6 +866,8 @@ impl Delay {
         let competing = self.is_competing();
         let alpha_now = self.alpha();
         let mut share_sample = None;
+        // Whether that sample came from a full buffer (measured by delivery alone).
+        let mut sample_full = false;
         // The loss that kept a buffer full was this flow's own overflow, not the path's.
         let mut own_overflow = None;
         let (verdict, drained) = match &mut self.probe {
@@ -1016,6 +1018,7 @@ impl Delay {
                     };
                     share_sample =
                         (!burst && !unknown_above_target).then_some((x.clamp(0.0, SHARE_MAX), *d0));
+                    sample_full = full;
                     if full && x >= ALONE_SHARE.0 {
                         // Where the buffer overflowed, not where this probe found the queue:
                         // under a ceiling the queue stands lower, and each probe would lower
@@ -1031,7 +1034,7 @@ impl Delay {
             }
         };
         if let Some((x, delivery)) = share_sample {
-            self.starving.on_sample(x, delivery);
+            self.starving.on_sample(x, delivery, sample_full);
             self.share = Some(
                 self.share
                     .map_or(Share::new(x, delivery), |s| s.update(x, delivery)),
