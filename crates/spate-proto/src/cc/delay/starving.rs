@@ -1,6 +1,6 @@
 //! Found starving a loss-based competitor: a flow whose α does not fit in the buffer keeps
-//! its aim below the buffer instead (the module documentation's "Next to loss-based TCP on a
-//! slow path").
+//! its aim below the buffer instead (the module documentation's "A buffer shorter than α",
+//! its last paragraph).
 //!
 //! ```text
 //! alone run   stale probes from a full buffer in a row whose share sample read
@@ -53,8 +53,9 @@ use crate::time::Instant;
 /// left gives this flow all of its bump's delivery (1.00 in every sample of the cycle above).
 const STARVED_SHARE: f64 = 0.97;
 /// Alone readings in a row before the flow counts as starving a competitor: one or two
-/// happen between flows that share by the same law (the bound then cost shallow-grid runs
-/// their fairness: three runs of 64 below Jain 0.9 with 3, 24 with 1).
+/// happen between flows that share by the same law. Armed by one, the bound took 24 of the
+/// 64 runs of `scripts/shallow-grid.sh` below Jain 0.9 (2 without it); by three, 3 or 4;
+/// by three from the same delivery ([`STARVED_STEADY`]), none moved.
 const STARVED_RUN: u32 = 3;
 /// The alone readings of a run come from the same delivery, within this fraction: a competitor
 /// that has left leaves this flow the whole link each time (10.0 Mbit/s in each of the cycle's
@@ -65,14 +66,16 @@ const STARVED_STEADY: f64 = 0.05;
 /// competitor came back within it.
 const STARVED_WITHIN: Duration = Duration::from_secs(30);
 /// Delivery above this multiple of the capacity the bound was measured at means a faster
-/// path: the bound, in bits of that path's buffer, no longer describes it.
+/// path: the bound, in bits of that path's buffer, no longer describes it. (A stall's burst
+/// can read as one too; the flow then arms again after three more readings.)
 const STARVED_GROWTH: f64 = 1.25;
 
 /// The bound on α a flow keeps once it has found itself starving a loss-based competitor.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Starving {
-    /// Share samples in a row that read the flow alone (≥ [`STARVED_SHARE`]) from the same
-    /// delivery (within [`STARVED_STEADY`] of the first's, bits/s).
+    /// Share samples from a full buffer in a row that read the flow alone
+    /// (≥ [`STARVED_SHARE`]) from the same delivery, and that delivery (the first's, bits/s;
+    /// the others within [`STARVED_STEADY`] of it).
     run: (u32, f64),
     /// When the share was last forgotten while a ceiling was known.
     forgot_at: Option<Instant>,
