@@ -26,8 +26,8 @@
 //!
 //! Flows that share a buffer by the same law never see that cycle for long: held full, each
 //! pays for its overflow (`OVERFLOW_CHARGE`) and none leaves, so a probe rarely reads one of
-//! them alone, and not three times in a row (their samples in `scripts/shallow-grid.sh`'s
-//! runs wander between 0 and 1.1). A competitor that is gone whenever this flow looks, and
+//! them alone, seldom three times in a row (their samples in `scripts/shallow-grid.sh`'s runs
+//! wander between 0 and 1.1), and then from whatever share it holds, not from one delivery. A competitor that is gone whenever this flow looks, and
 //! back whenever it aims low, is one that backs off from loss. The bound is then a fixed
 //! number of bits, as α is — the buffer at the capacity this flow measured alone — not a
 //! fraction of this flow's own rate: with a bound proportional to the flow's rate, flows
