@@ -27,26 +27,26 @@
 //! Flows that share a buffer by the same law never see that cycle for long: held full, each
 //! pays for its overflow (`OVERFLOW_CHARGE`) and none leaves, so a probe rarely reads one of
 //! them alone, seldom three times in a row (their samples in `scripts/shallow-grid.sh`'s runs
-//! wander between 0 and 1.1), and then from whatever share it holds, not from one delivery. A competitor that is gone whenever this flow looks, and
-//! back whenever it aims low, is one that backs off from loss. The bound is then a fixed
-//! number of bits, as α is — the buffer at the capacity this flow measured alone — not a
-//! fraction of this flow's own rate: with a bound proportional to the flow's rate, flows
-//! that shared a shallow buffer kept whatever shares they had (Jain below 0.9 in 25 of 64
-//! runs of that grid instead of 2), since α's sameness is what equalises them.
+//! wander between 0 and 1.1), and then from whatever share it holds, not from one delivery. A
+//! competitor that is gone whenever this flow looks, and back whenever it aims low, is one that
+//! backs off from loss. The bound is then a fixed number of bits, as α is — the buffer at the
+//! capacity this flow measured alone — not a fraction of this flow's own rate: with a bound
+//! proportional to the flow's rate, flows that shared a shallow buffer kept whatever shares they
+//! had (Jain below 0.9 in 25 of 64 runs of that grid instead of 2), since α's sameness is what
+//! equalises them.
 //!
 //! Measured (simulator, `experiments/s59-small-bdp/`, 18 paths of 10–50 Mbit/s, 10–40 ms,
 //! 1 and 4 BDP, `fair` joining CUBIC 10 s late): `fair`'s share 0.80 → 0.63 on average, and
 //! above 70 % on 6 paths instead of 12; 10 Mbit/s, 20 ms, 1 BDP 95 → 37 % (emulator, kernel
-//! CUBIC: 97 → 59 %). Where the cycle never runs three times (10 Mbit/s, 40 ms, 4 BDP: 86 %)
+//! CUBIC: 97 → 59 and 67 %). Where the cycle never runs three times (10 Mbit/s, 40 ms, 4 BDP: 86 %)
 //! nothing changes. Flows that may compete arm too (a probe that lost packets and raised the
 //! queue too little counts as from a full buffer for them as well): with `compete = true`
 //! `fair` is above 70 % on 4 of those paths instead of 11, and below 30 % on one (29.5 %).
-//! Untouched: `low` (its α/16 fits); every scenario under `scenarios/`,
-//! `scripts/shallow-grid.sh`, the Spate-only grid, the 256 runs of `scripts/tcp-matrix.sh`
-//! and `scripts/tcp-robustness.sh` (byte-identical or the same counts). The buffer is read from the flow's delay floor,
-//! which a competitor's standing queue can make stale: the bound is then smaller than the
-//! buffer's half, and the flow yields more (10 Mbit/s, 20 ms: the queue read 6.4 ms of a
-//! 20 ms buffer).
+//! Untouched: `low` (its α/16 fits); every scenario under `scenarios/`, `scripts/shallow-grid.sh`,
+//! the Spate-only grid, the 256 runs of `scripts/tcp-matrix.sh` and `scripts/tcp-robustness.sh`
+//! (byte-identical or the same counts). The buffer is read from the flow's delay floor, which a
+//! competitor's standing queue can make stale: the bound is then smaller than the buffer's half,
+//! and the flow yields more (10 Mbit/s, 20 ms: the queue read 6.4 ms of a 20 ms buffer).
 
 use core::time::Duration;
 
