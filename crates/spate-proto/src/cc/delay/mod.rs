@@ -865,9 +865,9 @@ impl Delay {
     ) {
         let competing = self.is_competing();
         let alpha_now = self.alpha();
+        // A stale probe's share sample, the delivery it started from, and whether it came
+        // from a full buffer (measured by delivery alone).
         let mut share_sample = None;
-        // Whether that sample came from a full buffer (measured by delivery alone).
-        let mut sample_full = false;
         // The loss that kept a buffer full was this flow's own overflow, not the path's.
         let mut own_overflow = None;
         let (verdict, drained) = match &mut self.probe {
@@ -1016,9 +1016,11 @@ impl Delay {
                     } else {
                         0.0
                     };
-                    share_sample =
-                        (!burst && !unknown_above_target).then_some((x.clamp(0.0, SHARE_MAX), *d0));
-                    sample_full = full;
+                    share_sample = (!burst && !unknown_above_target).then_some((
+                        x.clamp(0.0, SHARE_MAX),
+                        *d0,
+                        full,
+                    ));
                     if full && x >= ALONE_SHARE.0 {
                         // Where the buffer overflowed, not where this probe found the queue:
                         // under a ceiling the queue stands lower, and each probe would lower
@@ -1033,8 +1035,8 @@ impl Delay {
                 (stale, drained)
             }
         };
-        if let Some((x, delivery)) = share_sample {
-            self.starving.on_sample(x, delivery, sample_full);
+        if let Some((x, delivery, full)) = share_sample {
+            self.starving.on_sample(x, delivery, full);
             self.share = Some(
                 self.share
                     .map_or(Share::new(x, delivery), |s| s.update(x, delivery)),
@@ -1045,7 +1047,7 @@ impl Delay {
         // buffer one sample read 0.78 at a true quarter, and a ceiling and a lowered α would
         // have followed from it.
         let alone = self.share.is_some_and(|s| s.alone());
-        if let (Some(q_full), true, true) = (own_overflow, share_sample.is_some(), alone) {
+        if let (Some(q_full), Some((_, delivery, _)), true) = (own_overflow, share_sample, alone) {
             self.loss = LossFraction::default();
             // Below ALONE_QUEUE, the least a flow aims at alone anyway, a ceiling would only
             // cut that aim, and the flat test (PINNED_FLAT) tells nothing there: start-up's
@@ -1054,9 +1056,7 @@ impl Delay {
             if q_full >= ALONE_QUEUE {
                 self.ceiling = Some(q_full);
             }
-            if let Some((_, delivery)) = share_sample {
-                self.starving.on_alone_in_full_buffer(now, q_full, delivery);
-            }
+            self.starving.on_alone_in_full_buffer(now, q_full, delivery);
         }
         if let Some((outcome, capacity)) = drained {
             self.after_drain(now, outcome, capacity, srtt, q, floor);

@@ -92,10 +92,11 @@ impl Starving {
     /// buffer or not. Only samples from a full buffer count: in between, under its ceiling,
     /// the flow reads the competitor that came back (0.47–0.85 at 10 Mbit/s, 40 ms).
     pub(super) fn on_sample(&mut self, x: f64, d0: f64, full: bool) {
+        if !full {
+            return;
+        }
         let (n, first) = self.run;
-        self.run = if !full {
-            self.run
-        } else if x < STARVED_SHARE {
+        self.run = if x < STARVED_SHARE {
             (0, 0.0)
         } else if n > 0 && (d0 - first).abs() <= STARVED_STEADY * first {
             (n + 1, first)
