@@ -168,6 +168,55 @@ fn a_fair_flow_whose_alpha_overflows_the_buffer_does_not_starve_cubic() {
     }
 }
 
+/// `low` next to CUBIC where the buffer is short. CUBIC's queue is short there too, and `α/q`
+/// with `low`'s α/16 took 43 % of 10 Mbit/s (20 ms buffer) and 41 % of 20 Mbit/s (10 ms
+/// buffer). Bounded so that it gives way to a queue it does not hold
+/// (`cc/delay/scavenge.rs`), it takes 5.5 % of each, and the link within a few seconds of
+/// CUBIC leaving, with a queue of a few ms.
+#[test]
+fn low_gives_way_to_cubic_in_a_short_buffer_and_takes_the_link_when_it_leaves() {
+    let r = sim(
+        "name = \"low joins cubic, 20 Mbit/s, 10 ms\"\nseed = 1\nduration_s = 60.0\n\
+         fairness_from_s = 30.0\n[[path.phase]]\nat_s = 0.0\nrate_mbps = 20.0\nrtt_ms = 10.0\n\
+         queue_ms = 10.0\n[[flow]]\nstart_s = 10.0\npolicy = \"low\"\n[[flow]]\nstart_s = 0.0\n\
+         protocol = \"cubic\"\n",
+    );
+    let share = r.flows[0].share.expect("share");
+    assert!(share <= 0.10, "share {share}");
+    // 10 Mbit/s, 20 ms: CUBIC moves 30 MB and leaves after about 25 s.
+    let text = "name = \"low, cubic leaves\"\nseed = 1\nduration_s = 50.0\n[[path.phase]]\n\
+                at_s = 0.0\nrate_mbps = 10.0\nrtt_ms = 20.0\nqueue_ms = 20.0\n[[flow]]\n\
+                start_s = 5.0\npolicy = \"low\"\n[[flow]]\nprotocol = \"cubic\"\n\
+                bytes = 30000000\n";
+    let out = run(&Scenario::parse(text).unwrap(), &mut |_| {}).unwrap();
+    let done = out.report.flows[1].completion_s.expect("cubic finishes");
+    assert!(done < 40.0, "{done}");
+    // Mean goodput of `low` and queue, over [from, to) s.
+    let mean = |from: f64, to: f64| {
+        let rows = out
+            .series
+            .rows
+            .iter()
+            .filter(|r| r.t_s >= from && r.t_s < to);
+        let rows: Vec<_> = rows.collect();
+        let n = rows.len() as f64;
+        let goodput = rows.iter().map(|r| r.flow_goodput_mbps[0]).sum::<f64>() / n;
+        (
+            goodput,
+            rows.iter().map(|r| r.queue_delay_ms_mean).sum::<f64>() / n,
+        )
+    };
+    // While CUBIC runs (after low's start-up): at most a tenth of the link.
+    let (yielded, _) = mean(10.0, done - 1.0);
+    assert!(yielded <= 1.0, "{yielded} Mbit/s next to CUBIC");
+    // From 3 s after CUBIC has gone: the link, and a short queue.
+    let (goodput, queue) = mean(done + 3.0, 50.0);
+    assert!(
+        goodput >= 9.0 && queue <= 5.0,
+        "{goodput} Mbit/s, {queue} ms alone"
+    );
+}
+
 fn two(first: &str, second: &str, queue_ms: f64, loss: f64, second_bytes: u64) -> Report {
     sim(&format!(
         "name = \"two\"\nseed = 1\nduration_s = 90.0\nfairness_from_s = 30.0\n[[path.phase]]\n\

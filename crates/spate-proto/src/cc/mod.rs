@@ -217,9 +217,11 @@ impl Controller {
             Policy::Fixed => Controller::Fixed(Fixed::new(cfg.rate_bps.max(cfg.min_rate_bps))),
             Policy::Fair => delay(q, 1.0),
             Policy::High => delay(q.saturating_mul(2), 2.0),
-            // A scavenger keeps yielding.
+            // A scavenger keeps yielding, and gives way to any queue others hold.
             Policy::Low => Controller::Delay(
-                Delay::new(q / 16, cfg.rate_bps, cfg.min_rate_bps).on_clock(cfg.epoch_utc_ns),
+                Delay::new(q / 16, cfg.rate_bps, cfg.min_rate_bps)
+                    .on_clock(cfg.epoch_utc_ns)
+                    .scavenging(),
             ),
         }
     }

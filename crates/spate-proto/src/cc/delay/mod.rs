@@ -63,7 +63,9 @@
 //! * **Shed it fast.** When capacity drops the queue jumps; steering asks for at most `D`,
 //!   the receiver's measured rate, minus the excess over `T` — within one RTT of the drop.
 //! * **Policies are values of α**: `fair` = α, `high` = 2α (twice a fair flow's share),
-//!   `low` = α/16 (a scavenger: about 1/17 of the link against a fair flow, all of it alone).
+//!   `low` = α/16 (a scavenger: about 1/17 of the link against a fair flow, all of it alone);
+//!   once settled, `low` also keeps α at most its rate times a lone flow's queue and a packet,
+//!   so a queue others hold above that makes it give way in any buffer (`scavenge.rs`).
 //! * **A slow sender is not a slow path.** When the sender leaves pacing credit unused — it
 //!   had nothing to send, or its CPU could not keep pace (at 20 Gbit/s on two cores) — the
 //!   delivery rate measures the sender, not the path. Steering on it alone ratcheted the rate
@@ -259,6 +261,7 @@ mod follow;
 mod grid;
 mod overshoot;
 mod probe;
+mod scavenge;
 mod share;
 mod start;
 mod starving;
@@ -273,6 +276,7 @@ pub use filters::{BitTally, DeliveryRate, LossFraction, RateHistory, WindowedMax
 use grid::DrainGrid;
 use overshoot::Step;
 use probe::{Probe, ProbeKind};
+use scavenge::Scavenge;
 use share::{alone_weight, Share, ALONE_SHARE, SHARE_MAX};
 use starving::Starving;
 
@@ -638,6 +642,9 @@ pub struct Delay {
     report_gap: f64,
     /// Flows' worth this flow competes as against buffer-filling traffic (0: it never does).
     compete_as: f64,
+    /// `low`'s bound, which gives way to a queue others hold (`scavenge.rs`); `None` for
+    /// `fair` and `high`.
+    scavenge: Option<Scavenge>,
     mode: Mode,
     /// Drains in a row that left the queue standing.
     failed_drains: u32,
@@ -722,6 +729,7 @@ impl Delay {
             unused: BitTally::default(),
             wire: BitTally::default(),
             compete_as: 0.0,
+            scavenge: None,
             mode: Mode::Delay,
             failed_drains: 0,
             emptied_drains: 0,
@@ -747,6 +755,12 @@ impl Delay {
     /// `high` 2); without this call it keeps yielding (`low`).
     pub fn competing_as(mut self, n: f64) -> Self {
         self.compete_as = n;
+        self
+    }
+
+    /// Make the flow a scavenger (`low`): it gives way to a queue that others hold.
+    pub fn scavenging(mut self) -> Self {
+        self.scavenge = Some(Scavenge::default());
         self
     }
 
@@ -807,6 +821,10 @@ impl Delay {
         let alpha = self
             .ceiling
             .map_or(alpha, |c| alpha.min(self.rate * c * CEILING_FRACTION));
+        let alpha = self.scavenge.map_or(alpha, |s| {
+            let (rate, alone, packet) = (self.rate, self.alone_queue, self.packet_bits);
+            s.bound(alpha, self.alpha_bits, rate, alone, packet)
+        });
         self.starving.bound(alpha)
     }
 
@@ -1036,6 +1054,9 @@ impl Delay {
             }
         };
         if let Some((x, delivery, full)) = share_sample {
+            if let Some(s) = &mut self.scavenge {
+                s.on_sample();
+            }
             self.starving.on_sample(x, delivery, full);
             self.share = Some(
                 self.share
@@ -1164,6 +1185,9 @@ impl RateControl for Delay {
         }
         if let Some(d) = d {
             self.starving.on_delivery(d);
+            if let Some(s) = &mut self.scavenge {
+                s.on_delivery(d);
+            }
         }
         self.loss
             .push(dt / LOSS_HORIZON.as_secs_f64(), s.acked_bytes, s.lost_bytes);
