@@ -243,6 +243,25 @@ fn low_yields_and_high_takes_about_twice() {
     assert!((1.6..=2.4).contains(&ratio), "high/fair {ratio}");
 }
 
+/// `low` gives way to a queue it does not hold (`cc/delay/scavenge.rs`), and a step down leaves
+/// its delay floor a packet short (12 ms at 1 Mbit/s), which reads as others' queue. Without
+/// the step rule it sank until the floor's 10 s window passed: 0.87 of the new link over the
+/// phase, 10.6 s to adapt. It follows the step now (1.02, 0.7 s).
+#[test]
+fn low_follows_a_step_down_to_a_slow_link() {
+    let t = seeded_head("low, 100 to 1 Mbit/s", 1, 40.0, "")
+        + &phase(0.0, 100.0, 50.0, "")
+        + &phase(20.0, 1.0, 50.0, "")
+        + &flow(0.0, "low", 0);
+    let p = &sim(&t).report.phases[1];
+    let adapt = p.time_to_adapt_s.expect("adapts");
+    assert!(
+        p.utilization >= 0.95 && adapt <= 3.0,
+        "utilization {}, adapted in {adapt} s",
+        p.utilization
+    );
+}
+
 /// 200 Mbit/s, 50 ms for 10 s, with `extra` keys in its phase (none: the clean path the
 /// impaired runs are compared with; it is simulated once).
 fn path_200m(extra: &str) -> &'static Report {

@@ -1186,7 +1186,7 @@ impl RateControl for Delay {
         if let Some(d) = d {
             self.starving.on_delivery(d);
             if let Some(s) = &mut self.scavenge {
-                s.on_delivery(d);
+                s.on_delivery(now, d, rtt, window, self.packet_bits);
             }
         }
         self.loss

@@ -5,8 +5,11 @@
 //! bound   α ≤ max(FLOOR · α_low,  r · (q_alone + packet / peak))
 //!         α_low = α/16 (`low`'s α), r the rate, q_alone = max(2 ms, 2 % of the RTT) (the
 //!         queue a lone flow aims at), packet / peak one full packet's time at the highest
-//!         delivery this flow has seen (its reading of a queue is in packets)
+//!         delivery this flow has seen since the path last stepped down (its reading of a
+//!         queue is in packets)
 //! from    the flow's first share sample (its first settled stale probe): not in start-up
+//! step    delivery below 1/COLLAPSE of what it was an RTT earlier, which was at least
+//!         MEASURED_PACKETS per delivery window: the peak starts again from there
 //! ```
 //!
 //! Every flow of the delay mode sends `α/q`. `low`'s α (4 687 bytes, about three packets) is a
@@ -36,14 +39,22 @@
 //! reading inside the target without counting competitors' packets: the flow's own rate would
 //! (a packet at 0.5 Mbit/s is 24 ms, and `α` would never fall below a packet).
 //!
-//! *What it costs.* A step down leaves the floor short too: from 100 to 2 Mbit/s every packet
-//! takes 6 ms longer to cross the bottleneck, and the highest delivery seen is still 100 Mbit/s.
-//! The flow reads a packet's time as a queue it does not hold, sinks to `FLOOR · α_low` over it,
-//! and at a few packets per RTT its stale probes measure nothing, so it waits for the floor's
-//! 10 s window. After steps from 100 Mbit/s or 1 Gbit/s to 1–3 Mbit/s it took up to 11 s to
-//! use the link again (0.3–2 s before, one run 10 s); from 5 Mbit/s up a packet is shorter than
-//! the target and nothing changes. What would tell that reading from a competitor's queue at
-//! once, the capacity, is what a yielding flow cannot measure.
+//! *Steps down.* A step down leaves the floor short too: from 100 to 2 Mbit/s every packet
+//! takes 6 ms longer to cross the bottleneck. Had the peak stayed at 100 Mbit/s, the flow would
+//! read a packet's time as a queue it does not hold and sink to `FLOOR · α_low` over it. At a
+//! few packets per RTT its stale probes measure nothing, so it would wait for the floor's 10 s
+//! window. After steps from 100 Mbit/s or 1 Gbit/s to 1–3 Mbit/s it took up to 11 s to use the
+//! link again (`experiments/s60-scavenger/steps.sh`; 0.3–2 s before the bound).
+//!
+//! A competitor does not take a flow's delivery down eightfold within an RTT (CUBIC's slow
+//! start at most doubles per RTT); a step does. So after one the peak is what is delivered
+//! then: the new capacity, or this flow's share of it. The 18 steps then deliver within 0.06
+//! of what they did before the bound over the 20 s after the step. They reach 90 % of the new
+//! rate in 0.7–3.3 s (0.3–2 s before), except three from 100 Mbit/s at 20 ms RTT, which take
+//! 10 s (one did before). A delivery window of a few packets swings by more than eightfold
+//! between one packet and none (a yielding flow at 0.5 Mbit/s, 20 ms), and a peak reset
+//! there would undo the bound. So the earlier delivery must have been [`MEASURED_PACKETS`]
+//! per window.
 //!
 //! *Not in start-up.* Before its first stale probe the flow's rate is far below the capacity and
 //! its queue is its own; a target of 2 ms there stopped growth early, and a lone flow on 20 Mbit/s,
@@ -56,26 +67,58 @@
 //! queue p50 4.3 → 2.8 ms. The worst is 2 Mbit/s at 10 ms (a buffer under two packets):
 //! 0.937–0.947 → 0.891–0.923.
 
+use core::time::Duration;
+
+use crate::time::Instant;
+
 /// The least the bound takes `low`'s α to, as a fraction of it: 586 bytes, half a packet.
-/// Lower yields more, and recovers worse from a floor left a packet short by a step down
-/// (above): at 1/16 the 18 small paths gave 0.2–4.8 % next to CUBIC (1/8: 0.3–10.4 %), but
-/// in the 20 s after a step from 100 to 1–3 Mbit/s a lone flow delivered 0.60–1.05 times the
-/// new capacity (1/8: 0.66–1.12; without the bound 0.96–1.30, the excess over 1 being the
-/// queue the step left).
+/// Lower yields more, and recovers worse from a floor a packet short: at 1/16 the 18 small
+/// paths gave 0.2–4.8 % next to CUBIC (1/8: 0.3–10.4 %), but (before the step rule) in the
+/// 20 s after a step from 100 to 1–3 Mbit/s a lone flow delivered 0.60–1.05 times the new
+/// capacity (1/8: 0.66–1.12; without the bound 0.96–1.30, the excess over 1 being the queue
+/// the step left).
 const FLOOR: f64 = 1.0 / 8.0;
+
+/// Delivery falling below 1/`COLLAPSE` of what it was an RTT earlier is a step down.
+const COLLAPSE: f64 = 8.0;
+
+/// Packets the earlier delivery window must have held for a fall to count as a step.
+const MEASURED_PACKETS: f64 = 16.0;
 
 /// What `low` has measured that its bound needs.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Scavenge {
     /// A share sample was taken: start-up is over.
     settled: bool,
-    /// The highest delivery rate seen, bits/s.
+    /// The highest delivery rate seen since the last step down, bits/s.
     peak: f64,
+    /// A delivery rate (bits/s) and when it was measured, at most once per RTT: what a fall
+    /// is compared with.
+    earlier: Option<(Instant, f64)>,
 }
 
 impl Scavenge {
-    /// The receiver measured delivery `d`, bits/s.
-    pub(super) fn on_delivery(&mut self, d: f64) {
+    /// The receiver measured delivery `d`, bits/s, over `window`; `packet` is a full packet's
+    /// bits.
+    pub(super) fn on_delivery(
+        &mut self,
+        now: Instant,
+        d: f64,
+        rtt: Duration,
+        window: Duration,
+        packet: f64,
+    ) {
+        match self.earlier {
+            Some((t, _)) if now.saturating_since(t) < rtt => {}
+            Some((_, before)) => {
+                let measured = before * window.as_secs_f64() >= MEASURED_PACKETS * packet;
+                if measured && d * COLLAPSE < before {
+                    self.peak = d;
+                }
+                self.earlier = Some((now, d));
+            }
+            None => self.earlier = Some((now, d)),
+        }
         self.peak = self.peak.max(d);
     }
 
@@ -107,11 +150,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_step_down_starts_the_peak_again_and_a_sparse_window_does_not() {
+        let (rtt, window, packet) = (
+            Duration::from_millis(50),
+            Duration::from_millis(25),
+            12_000.0,
+        );
+        let at = |ms: u64| Instant::ZERO + Duration::from_millis(ms);
+        let mut s = Scavenge::default();
+        s.on_delivery(at(0), 100e6, rtt, window, packet);
+        // Halved within an RTT (a competitor arrived): the peak stays.
+        s.on_delivery(at(50), 50e6, rtt, window, packet);
+        assert_eq!(s.peak, 100e6);
+        // Fifty times less an RTT later (a step to 1 Mbit/s): the peak starts again.
+        s.on_delivery(at(100), 1e6, rtt, window, packet);
+        assert_eq!(s.peak, 1e6);
+        // At 1 Mbit/s a 25 ms window holds two packets: its swings say nothing.
+        s.on_delivery(at(150), 0.1e6, rtt, window, packet);
+        assert_eq!(s.peak, 1e6);
+    }
+
+    #[test]
     fn the_bound_waits_for_start_up_then_gives_way_to_a_queue_held_by_others() {
         let alpha_low = 37_500.0;
         let packet = 12_000.0;
         let mut s = Scavenge::default();
-        s.on_delivery(10e6);
+        let ms = Duration::from_millis;
+        s.on_delivery(Instant::ZERO, 10e6, ms(20), ms(20), packet);
         // Start-up: nothing bounded.
         assert_eq!(s.bound(alpha_low, alpha_low, 5e6, 0.002, packet), alpha_low);
         s.on_sample();
