@@ -16,7 +16,8 @@
 //! sixteenth of `fair`'s, and next to a loss-based competitor in a deep buffer that is enough:
 //! at 100 Mbit/s CUBIC keeps 40–200 ms of queue, and three packets over that is 1–3 % of the
 //! link. But where the buffer is short the competitor's queue is short too: at 10 Mbit/s, 20 ms,
-//! one BDP, CUBIC's queue averages a few milliseconds, and `α/q` is half the link. The
+//! one BDP, it is at most 20 ms, `low` reads 4–11 ms of it (its floor holds CUBIC's trough),
+//! and `α/q` is half the link. The
 //! simulator had `low` at 45–55 % of 10 Mbit/s next to CUBIC (`experiments/s59-small-bdp/`),
 //! the emulator 40 % next to kernel CUBIC. A scavenger that takes half of a home link from the
 //! download it was meant to make room for is not one.
@@ -62,7 +63,7 @@
 //!
 //! Measured (`experiments/s60-scavenger/`): next to CUBIC on the 18 small paths `low`'s share
 //! went from 0.03–0.55 to 0.003–0.10 (simulator), and next to kernel CUBIC in the emulator
-//! from 40 to 7.5 % (10 Mbit/s, 20 ms) and from 58 to 9–9.5 % (20 Mbit/s, 10 ms). Alone, over
+//! from 40 to 7.5–7.7 % (10 Mbit/s, 20 ms) and from 58 to 8.7–9.5 % (20 Mbit/s, 10 ms). Alone, over
 //! 120 runs of 2–50 Mbit/s, 10–200 ms and 0–2 % loss, utilization went 0.936 → 0.933 and the
 //! queue p50 4.3 → 2.8 ms. The worst is 2 Mbit/s at 10 ms (a buffer under two packets):
 //! 0.937–0.947 → 0.891–0.923.
