@@ -439,7 +439,8 @@ struct DirectIoArgs {
 #[derive(Args)]
 struct RateArgs {
     /// Rate policy: fair shares equally with other Spate flows; high takes about twice a fair
-    /// share; low uses only capacity others leave idle; fixed sends at --rate regardless
+    /// share; low uses only capacity others leave idle (it gives way to any queue other
+    /// traffic holds, TCP included, for background jobs); fixed sends at --rate regardless
     /// (unfair to everything else on the path).
     #[arg(long, value_enum, default_value_t = PolicyArg::Fair)]
     policy: PolicyArg,

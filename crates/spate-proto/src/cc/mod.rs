@@ -110,8 +110,9 @@ pub enum Policy {
     Fair,
     /// Adaptive; takes about twice a `fair` flow's share.
     High,
-    /// Adaptive scavenger; uses only capacity others leave idle (about 1/16 of a fair share
-    /// against `fair` flows).
+    /// Adaptive scavenger; uses only capacity others leave idle: about 1/16 of a fair share
+    /// against `fair` flows, and a few per cent next to TCP whatever the buffer
+    /// (`delay/scavenge.rs`).
     Low,
     /// Send at the configured rate regardless of the path (unfair to other traffic).
     Fixed,
