@@ -193,12 +193,12 @@ fn low_gives_way_to_cubic_in_a_short_buffer_and_takes_the_link_when_it_leaves() 
     assert!(done < 40.0, "{done}");
     // Mean goodput of `low` and queue, over [from, to) s.
     let mean = |from: f64, to: f64| {
-        let rows = out
+        let rows: Vec<_> = out
             .series
             .rows
             .iter()
-            .filter(|r| r.t_s >= from && r.t_s < to);
-        let rows: Vec<_> = rows.collect();
+            .filter(|r| r.t_s >= from && r.t_s < to)
+            .collect();
         let n = rows.len() as f64;
         let goodput = rows.iter().map(|r| r.flow_goodput_mbps[0]).sum::<f64>() / n;
         (
