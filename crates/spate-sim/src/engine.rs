@@ -25,6 +25,9 @@ pub struct SimResult {
     pub report: Report,
     /// Time series.
     pub series: TimeSeries,
+    /// Each flow's sender counters at the end, as a real sender keeps them (`None`: a TCP
+    /// flow, or a flow that never started).
+    pub sender_stats: Vec<Option<spate_proto::SenderStats>>,
 }
 
 /// A run that could not finish.
@@ -383,6 +386,14 @@ impl Engine<'_> {
         let phases = self.rec.phase_reports(&self.scenario.schedule, end);
         let series = self.rec.series(&self.scenario.schedule, end);
         let (fairness_jain, fairness_window_s) = self.fairness(end, &mut flows);
+        let sender_stats = self
+            .flows
+            .iter()
+            .map(|f| match f {
+                SimFlow::Spate(f) => f.sender.as_ref().map(|s| *s.stats()),
+                SimFlow::Tcp(_) => None,
+            })
+            .collect();
         SimResult {
             report: Report {
                 scenario: self.scenario.name.clone(),
@@ -394,6 +405,7 @@ impl Engine<'_> {
                 fairness_window_s,
             },
             series,
+            sender_stats,
         }
     }
 

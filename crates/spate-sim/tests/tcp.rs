@@ -477,3 +477,43 @@ fn the_shares_hold_around_the_filed_starts_as_often_as_measured() {
         within(false)
     );
 }
+
+/// A sender counts the time its controller spent in the competitive mode, as `spate send`
+/// reports it (`SenderStats::competing_us`, `following_bbr_us`). The counts agree with the
+/// simulator's own record of the mode, which counts 10 ms bins in which the flow sent. A
+/// flow that may not compete counts none.
+#[test]
+fn the_sender_counts_the_time_it_spent_competing() {
+    for (name, bbr) in [
+        ("fair-bbr-1bdp-together.toml", true),
+        ("high-cubic-4bdp-tcp-first.toml", false),
+        ("low-cubic-1bdp-together.toml", false),
+    ] {
+        let r = run(&scenario(name), &mut |_| {}).unwrap();
+        let tx = r.sender_stats[0].expect("flow 0 is Spate's");
+        let f = &r.report.flows[0];
+        let (competing, following) = (
+            tx.competing_us as f64 / 1e6,
+            tx.following_bbr_us as f64 / 1e6,
+        );
+        let (rec_competing, rec_following) =
+            (f.competitive_mode_s.unwrap(), f.following_bbr_s.unwrap());
+        if name.starts_with("low") {
+            assert_eq!((tx.competing_us, tx.following_bbr_us), (0, 0), "{name}");
+            continue;
+        }
+        assert!(
+            rec_competing > 20.0,
+            "{name}: competed only {rec_competing} s"
+        );
+        // The record misses bins in which the flow sent nothing (the slow half of a drain,
+        // its copy of BBR's ProbeRTT); the sender counts from report to report.
+        for (mine, record) in [(competing, rec_competing), (following, rec_following)] {
+            assert!(
+                record - 0.05 <= mine && mine <= record + 1.0,
+                "{name}: the sender counted {mine} s, the simulator {record} s"
+            );
+        }
+        assert_eq!(following > 10.0, bbr, "{name}: followed BBR {following} s");
+    }
+}

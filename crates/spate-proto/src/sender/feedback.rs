@@ -12,7 +12,7 @@
 use core::time::Duration;
 
 use super::{Phase, Sender};
-use crate::cc::{RateControl, RateSample};
+use crate::cc::{RateControl, RateMode, RateSample};
 use crate::event::{DropReason, SenderEvent};
 use crate::recovery::{AckOutcome, SentKind};
 use crate::time::Instant;
@@ -212,9 +212,25 @@ impl Sender {
             batch_time: self.batch_hold(),
             datagram_bytes: self.datagram as u64,
         };
+        self.count_mode(now);
         self.cc.on_feedback(now, &sample);
         self.check_complete();
         Ok(())
+    }
+
+    /// Count the time since the last report into the mode the controller held over it (it
+    /// changes mode only on a report, or when the path falls silent or comes back).
+    fn count_mode(&mut self, now: Instant) {
+        let since = self.mode_counted_at.replace(now);
+        let us = since.map_or(0, |t| now.saturating_since(t).as_micros() as u64);
+        match self.cc.mode() {
+            RateMode::Competitive => self.stats.competing_us += us,
+            RateMode::FollowingBbr => {
+                self.stats.competing_us += us;
+                self.stats.following_bbr_us += us;
+            }
+            RateMode::Fixed | RateMode::Delay => {}
+        }
     }
 
     /// How long to remember lost packets for spurious-loss detection: a few RTTs, and at least

@@ -149,6 +149,11 @@ pub struct SenderStats {
     pub write_limit_us: u64,
     /// Microseconds new data waited for the source (the reader had not caught up).
     pub source_wait_us: u64,
+    /// Microseconds the rate controller spent in its competitive mode (`--compete`: sharing
+    /// with loss-based traffic on its terms), under either law, counted between reports.
+    pub competing_us: u64,
+    /// Of those, microseconds it followed BBR's law (BBR recognised).
+    pub following_bbr_us: u64,
 }
 
 /// What keeps new data from going, besides the path and pacing.
@@ -233,6 +238,8 @@ pub struct Sender {
     close_pending: Option<(CloseCode, String)>,
     events: VecDeque<SenderEvent>,
     stats: SenderStats,
+    /// When the rate controller's mode was last counted into `stats` (a report's arrival).
+    mode_counted_at: Option<Instant>,
     scratch: Vec<AckOutcome>,
     lost_scratch: Vec<SentPacket>,
     /// Datagram bytes declared lost since the last report was handed to rate control.
@@ -324,6 +331,7 @@ impl Sender {
             close_pending: None,
             events: VecDeque::new(),
             stats: SenderStats::default(),
+            mode_counted_at: None,
             scratch: Vec::new(),
             lost_scratch: Vec::new(),
             lost_unreported: 0,
