@@ -299,10 +299,11 @@ struct SendArgs {
     /// per line instead, for automation: "start", "progress" (every 500 ms: bytes, files,
     /// rate, ETA, and "waiting_for": "receiver_disk" or "source_disk" with "waiting_share"
     /// when a disk, not the network, held the transfer back at least a quarter of the time,
-    /// or "receiver_check" while a resuming receiver checks its partial files),
+    /// or "receiver_check" while a resuming receiver checks its partial files, and "mode":
+    /// the rate controller's, "delay", "competitive" or "following-bbr" with --compete),
     /// "file" (each file or directory delivered), and
-    /// "done" (the statistics, with "first_data_s" and "file_bytes_read") or "error" (message
-    /// and exit code).
+    /// "done" (the statistics, with "first_data_s", "file_bytes_read", and "competing_s" and
+    /// "following_bbr_s": how long --compete acted) or "error" (message and exit code).
     #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "summary", require_equals = true, value_name = "MODE")]
     json: Option<JsonMode>,
     /// No progress bar or summary (errors are still printed).
@@ -453,7 +454,8 @@ struct RateArgs {
     /// With --policy fair or high: when loss-based TCP (CUBIC, Reno) fills the bottleneck's
     /// buffer, compete with it for a fair share (high: about two) instead of yielding.
     /// Experimental: other Spate flows that started at different times can be taken for such
-    /// traffic; see docs/design.md, "Sharing with TCP".
+    /// traffic; see docs/design.md, "Sharing with TCP". The progress line shows when it
+    /// competes, and the summary for how long.
     #[arg(long)]
     compete: bool,
     /// Coding: repair packets that rebuild lost packets at the receiver without a round

@@ -98,6 +98,12 @@ impl Progress {
             format_rate(s.pacing_rate() as f64),
             s.rtt().smoothed().as_secs_f64() * 1e3
         );
+        // `--compete` acting: the rate is the competitive mode's, not the delay mode's.
+        match s.rate_mode() {
+            spate_proto::RateMode::Competitive => msg = format!("{msg}  competing with TCP"),
+            spate_proto::RateMode::FollowingBbr => msg = format!("{msg}  competing with BBR"),
+            spate_proto::RateMode::Fixed | spate_proto::RateMode::Delay => {}
+        }
         match self.holdups.borrow_mut().sample(s) {
             Some(("receiver_check", _)) => {
                 msg = format!(

@@ -51,6 +51,11 @@ pub struct Report {
     pub receiver_disk_wait_s: f64,
     /// Seconds new data waited for this side's disk (the reader).
     pub source_disk_wait_s: f64,
+    /// Seconds the rate controller competed with buffer-filling traffic on its terms
+    /// (`--compete`; 0 without it).
+    pub competing_s: f64,
+    /// Of those, seconds it followed BBR's law (it recognised BBR on the path).
+    pub following_bbr_s: f64,
     /// Every file's BLAKE3 digest was checked by the receiver before it was put in place.
     pub verified: bool,
     /// The packet cipher (spec §9.4).
@@ -87,6 +92,8 @@ impl Report {
             file_bytes_read: r.file_bytes_read,
             receiver_disk_wait_s: s.write_limit_us as f64 / 1e6,
             source_disk_wait_s: s.source_wait_us as f64 / 1e6,
+            competing_s: s.competing_us as f64 / 1e6,
+            following_bbr_s: s.following_bbr_us as f64 / 1e6,
             verified: true,
             cipher: r.cipher.name(),
             server_key: r.server_key.fingerprint(),
@@ -102,7 +109,7 @@ impl Report {
             String::new()
         };
         format!(
-            "{} entries, {}{resumed} in {:.1} s: {} goodput, {:.2} % retransmitted, RTT {:.0} ms (min {:.0}); every file verified (BLAKE3)",
+            "{} entries, {}{resumed} in {:.1} s: {} goodput, {:.2} % retransmitted, RTT {:.0} ms (min {:.0}){}; every file verified (BLAKE3)",
             self.entries,
             human_bytes(self.bytes_delivered),
             self.duration_s,
@@ -110,8 +117,23 @@ impl Report {
             100.0 * self.retransmission_overhead,
             self.srtt_ms,
             self.min_rtt_ms,
+            competed(self.competing_s, self.following_bbr_s),
         )
     }
+}
+
+/// `, competed with TCP for 23 s (following BBR 20 s)`, or nothing: how long `--compete`
+/// acted, in whole seconds.
+fn competed(competing_s: f64, following_bbr_s: f64) -> String {
+    if competing_s < 0.5 {
+        return String::new();
+    }
+    let bbr = if following_bbr_s >= 0.5 {
+        format!(" (following BBR {following_bbr_s:.0} s)")
+    } else {
+        String::new()
+    };
+    format!(", competed with TCP for {competing_s:.0} s{bbr}")
 }
 
 /// Text a peer chose (a path, a CLOSE reason), made safe to print: control characters — a
@@ -154,5 +176,16 @@ mod tests {
         let shown = super::escape(forged);
         assert!(!shown.contains('\n') && !shown.contains('\x1b'), "{shown}");
         assert_eq!(super::escape("été/ä.txt"), "été/ä.txt");
+    }
+
+    #[test]
+    fn the_summary_says_how_long_the_flow_competed() {
+        assert_eq!(super::competed(0.0, 0.0), "");
+        assert_eq!(super::competed(0.4, 0.0), "");
+        assert_eq!(super::competed(23.4, 0.0), ", competed with TCP for 23 s");
+        assert_eq!(
+            super::competed(23.4, 19.6),
+            ", competed with TCP for 23 s (following BBR 20 s)"
+        );
     }
 }

@@ -194,6 +194,12 @@ fn json_events_stream_one_object_per_line() {
     );
     assert!(kinds.iter().any(|k| k == "progress"), "{kinds:?}");
     assert_eq!(events.last().unwrap()["bytes_delivered"], 150_000);
+    // Alone on loopback the rate controller stays in its delay mode; `--compete` never acted.
+    for e in events.iter().filter(|e| e["event"] == "progress") {
+        assert_eq!(e["mode"], "delay", "{e}");
+    }
+    assert_eq!(events.last().unwrap()["competing_s"], 0.0);
+    assert_eq!(events.last().unwrap()["following_bbr_s"], 0.0);
     let o = run_bounded(
         common::spate().current_dir(t.path()).args([
             "send",

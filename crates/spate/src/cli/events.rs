@@ -66,6 +66,7 @@ impl Events {
             "files_done": files_done, "files": files, "rate_bps": rate,
             "eta_s": eta, "rtt_ms": s.rtt().smoothed().as_secs_f64() * 1e3,
             "waiting_for": waiting.map(|w| w.0), "waiting_share": waiting.map(|w| w.1),
+            "mode": s.rate_mode().name(),
         }));
     }
 
