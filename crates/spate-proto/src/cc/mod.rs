@@ -29,7 +29,8 @@ pub struct RateSample {
     /// Windowed minimum RTT.
     pub min_rtt: Duration,
     /// One-way delay of the largest acknowledged packet, µs, on an unknown clock offset
-    /// (receiver receive time − sender send time); only differences between samples mean anything.
+    /// (receiver receive time − sender send time); only differences between samples mean
+    /// anything.
     pub one_way_delay_us: Option<i64>,
     /// Cumulative DATA bytes the receiver reports having received.
     pub receiver_bytes: u64,
@@ -53,8 +54,9 @@ pub trait RateControl {
     /// Current pacing rate, bits per second (IP bytes, see spec §7.1).
     fn pacing_rate(&self) -> u64;
     /// A packet of `wire_bytes` left at `now`; before it the sender let `unused` of sending
-    /// time pass that its pacer will not make up ([`Pacer::forfeited`](crate::pacer::Pacer::forfeited)):
-    /// it had nothing to send, or could not send as fast as paced.
+    /// time pass that its pacer will not make up
+    /// ([`Pacer::forfeited`](crate::pacer::Pacer::forfeited)): it had nothing to send, or
+    /// could not send as fast as paced.
     fn on_sent(&mut self, now: Instant, wire_bytes: u64, unused: Duration);
     /// A report arrived.
     fn on_feedback(&mut self, now: Instant, sample: &RateSample);
