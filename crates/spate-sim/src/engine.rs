@@ -2,9 +2,10 @@
 //!
 //! Virtual time starts at zero. Each step either delivers the earliest datagram in flight or
 //! runs the timers that are due; after every step every endpoint is asked for output until it
-//! has none. Datagrams travel as real Spate wire bytes through the [`Link`] model, one link per
-//! direction shared by all flows. Ties in time are broken by insertion order, so a run is a pure
-//! function of the scenario: same seed, same report, bit for bit.
+//! has none. Datagrams travel as real Spate wire bytes through the
+//! [`Link`](spate_netmodel::Link) model, one link per direction shared by all flows. Ties in
+//! time are broken by insertion order, so a run is a pure function of the scenario: same
+//! seed, same report, bit for bit.
 
 use core::time::Duration;
 

@@ -8,7 +8,7 @@ pub fn u64() -> u64 {
     getrandom::u64().expect("the operating system's random source is unavailable")
 }
 
-/// 32 random bytes: handshake seeds, RETRY token keys (spec §9). Aborts like [`u64`].
+/// 32 random bytes: handshake seeds, RETRY token keys (spec §9). Aborts like [`u64()`].
 pub fn bytes32() -> [u8; 32] {
     let mut b = [0u8; 32];
     getrandom::fill(&mut b).expect("the operating system's random source is unavailable");

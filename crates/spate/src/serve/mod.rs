@@ -1,11 +1,11 @@
 //! The receiving event loop: one socket, any number of sessions, told apart by session id.
 //!
 //! Each iteration receives a batch of datagrams and hands each to the protocol core's
-//! [`Endpoint`](spate_proto::endpoint::Endpoint), which owns session lookup, admission and
-//! packet protection (a HELLO with an unknown session id may open a session; this module
-//! decides, from the client's key, whether it may and where it writes), runs the sessions' timers, relays writer
-//! outcomes (verified files; failures, which close the session with the reason), and sends
-//! what the sessions want to send. It then sleeps until a datagram arrives or the earliest
+//! [`spate_proto::endpoint::Endpoint`], which owns session lookup, admission and packet
+//! protection (a HELLO with an unknown session id may open a session; this module decides,
+//! from the client's key, whether it may and where it writes), runs the sessions' timers,
+//! relays writer outcomes (verified files; failures, which close the session with the
+//! reason), and sends what the sessions want to send. It then sleeps until a datagram arrives or the earliest
 //! session timer, at most 50 ms.
 //!
 //! | file | job |
