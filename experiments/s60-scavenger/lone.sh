@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
-# One `low` flow alone, 40 s, on 120 paths: 2, 5, 10, 20, 50 Mbit/s × 10, 40, 100, 200 ms RTT ×
-# 0, 1, 2 % random loss × the default buffer and one BDP. Compares two builds of spate-lab run
+# One `low` flow (POLICY=fair or high: one of that policy) alone, 40 s, on 120 paths: 2, 5,
+# 10, 20, 50 Mbit/s × 10, 40, 100, 200 ms RTT × 0, 1, 2 % random loss × the default buffer
+# and one BDP. Compares two builds of spate-lab run
 # by run (utilization, queue p50/p95, retransmission) and prints the runs that moved and the
 # means. Simulator, about 10 s on two cores.
 #   A, B   the two spate-lab binaries (B defaults to this tree's release build)
-# Usage: A=path [B=path] experiments/s60-scavenger/lone.sh
+# Usage: A=path [B=path] [POLICY=low|fair|high] experiments/s60-scavenger/lone.sh
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 A="${A:?A=path of the spate-lab to compare against}"
 B="${B:-$here/../../target/release/spate-lab}"
+policy="${POLICY:-low}"
 out="$(mktemp -d)"; trap 'rm -rf "$out"' EXIT
 mkdir -p "$out/toml" "$out/a" "$out/b"
 for r in 2 5 10 20 50; do for t in 10 40 100 200; do for l in 0 1 2; do for b in d 1; do
   f="$out/toml/lone-$r-$t-$l-$b.toml"
   {
-    echo "name = \"low alone, $r Mbit/s, $t ms, $l % loss, buffer $b\""
+    echo "name = \"$policy alone, $r Mbit/s, $t ms, $l % loss, buffer $b\""
     echo "seed = 1"; echo "duration_s = 40.0"; echo
     echo "[[path.phase]]"; echo "at_s = 0.0"; echo "rate_mbps = $r.0"; echo "rtt_ms = $t.0"
     echo "loss = 0.0$l"
     if [ "$b" = 1 ]; then echo "queue_ms = $t.0"; fi
-    echo; echo "[[flow]]"; echo "start_s = 0.0"; echo "policy = \"low\""
+    echo; echo "[[flow]]"; echo "start_s = 0.0"; echo "policy = \"$policy\""
   } > "$f"
 done; done; done; done
 for side in a b; do
