@@ -100,8 +100,8 @@ impl Progress {
         );
         // `--compete` acting: the rate is the competitive mode's, not the delay mode's.
         match s.rate_mode() {
-            spate_proto::RateMode::Competitive => msg = format!("{msg}  competing with TCP"),
-            spate_proto::RateMode::FollowingBbr => msg = format!("{msg}  competing with BBR"),
+            spate_proto::RateMode::Competitive => msg.push_str("  competing with TCP"),
+            spate_proto::RateMode::FollowingBbr => msg.push_str("  competing with BBR"),
             spate_proto::RateMode::Fixed | spate_proto::RateMode::Delay => {}
         }
         match self.holdups.borrow_mut().sample(s) {

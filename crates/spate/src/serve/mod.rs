@@ -5,8 +5,8 @@
 //! protection (a HELLO with an unknown session id may open a session; this module decides,
 //! from the client's key, whether it may and where it writes), runs the sessions' timers,
 //! relays writer outcomes (verified files; failures, which close the session with the
-//! reason), and sends what the sessions want to send. It then sleeps until a datagram arrives or the earliest
-//! session timer, at most 50 ms.
+//! reason), and sends what the sessions want to send. It then sleeps until a datagram
+//! arrives or the earliest session timer, at most 50 ms.
 //!
 //! | file | job |
 //! |---|---|
