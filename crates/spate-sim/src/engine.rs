@@ -97,7 +97,8 @@ pub fn run(scenario: &Scenario, progress: &mut dyn FnMut(f64)) -> Result<SimResu
             .collect(),
         path: Path::new(scenario.schedule.clone(), scenario.seed),
         pool: Vec::new(),
-        buf: vec![0u8; MAX_DATAGRAM],
+        // Room for the largest batch a flow sends at once (`batch`).
+        buf: vec![0u8; MAX_DATAGRAM * scenario.flows.iter().map(|f| f.batch).max().unwrap_or(1)],
         rec: Recorder::new(scenario.duration, scenario.flows.len(), n_phases),
     };
     let end = Instant::ZERO + scenario.duration;

@@ -130,6 +130,7 @@ impl Flow {
         // sender waits as long for the first answer as for any other.
         cfg.handshake_timeout = cfg.idle_timeout;
         cfg.fec = self.spec.fec;
+        cfg.batch = self.spec.batch;
         match Sender::new(cfg, self.session, &manifest, now) {
             Ok(s) => self.sender = Some(s),
             Err(e) => {

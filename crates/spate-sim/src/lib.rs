@@ -27,4 +27,4 @@ pub mod tcp;
 pub use engine::{run, SimError, SimResult};
 pub use metrics::Recorder;
 pub use report::{FlowReport, PhaseReport, Report, TimeSeries};
-pub use scenario::{FlowSpec, Protocol, Scenario, ScenarioError};
+pub use scenario::{FlowSpec, Protocol, Scenario, ScenarioError, MAX_BATCH};

@@ -44,7 +44,14 @@ pub struct FlowSpec {
     pub protocol: Protocol,
     /// Coding (Spate flows, spec §6.9): `auto` (the default), `off`, or a fixed repair rate.
     pub fec: Fec,
+    /// Datagrams a Spate sender sends at once, as a driver using UDP GSO does (spec §7.1):
+    /// 1 (the default) paces each on its own. The real driver sends up to 44 (`spate`'s
+    /// `Socket::max_batch`), which the emulator's Spate does whatever this says.
+    pub batch: usize,
 }
+
+/// Largest `batch`: the real driver's (44 datagrams of 1472 bytes in one UDP GSO call).
+pub const MAX_BATCH: usize = 44;
 
 /// The program that moves a flow's data. The simulator runs Spate's core and its model of
 /// kernel TCP (Reno, CUBIC); the real-time emulator (`spate-lab emu`) runs the real programs.
@@ -140,6 +147,7 @@ struct RawFlow {
     protocol: Option<Spanned<String>>,
     compete: Option<Spanned<bool>>,
     fec: Option<Spanned<FecValue>>,
+    batch: Option<Spanned<i64>>,
 }
 
 /// `fec = "auto"`, `"off"`, `"2%"`, or a number (`0.02`).
@@ -380,9 +388,23 @@ impl FlowSpecs for TomlText<'_> {
                 Fec::parse(&text).map_err(|e| self.err(v, "fec", e))?
             }
         };
+        let batch = match &f.batch {
+            None => 1,
+            Some(b) => usize::try_from(*b.get_ref())
+                .ok()
+                .filter(|n| (1..=MAX_BATCH).contains(n))
+                .ok_or_else(|| {
+                    self.err(
+                        b,
+                        "batch",
+                        format!("must be between 1 and {MAX_BATCH} datagrams"),
+                    )
+                })?,
+        };
         Ok(FlowSpec {
             protocol,
             fec,
+            batch,
             start: Duration::from_secs_f64(start),
             bytes,
             rate: RateConfig {
@@ -488,6 +510,25 @@ rate_mbps = 90.0
         );
         assert!(err("duration_s = 'x'").starts_with("line 1: "));
         assert!(err(&GOOD.replace("rate_mbps = 90.0", "")).contains("rate_mbps: is required"));
+    }
+
+    #[test]
+    fn batch_is_one_datagram_unless_set_and_at_most_the_drivers() {
+        assert_eq!(Scenario::parse(GOOD).unwrap().flows[0].batch, 1);
+        let with = |n: &str| {
+            GOOD.replace(
+                "policy = \"fixed\"",
+                &format!("policy = \"fixed\"\nbatch = {n}"),
+            )
+        };
+        assert_eq!(Scenario::parse(&with("44")).unwrap().flows[0].batch, 44);
+        for bad in ["0", "45", "-1"] {
+            assert_eq!(
+                err(&with(bad)),
+                "line 23: batch: must be between 1 and 44 datagrams",
+                "{bad}"
+            );
+        }
     }
 
     #[test]

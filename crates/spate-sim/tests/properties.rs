@@ -122,6 +122,7 @@ fn scenario(c: &Case) -> Scenario {
                 bytes: s.max(1),
                 rate: RateConfig::fixed(rate),
                 protocol: spate_sim::Protocol::Spate,
+                batch: 1,
             })
             .collect(),
     }
