@@ -656,7 +656,17 @@ impl Sender {
     /// queueing delay a batch adds to its own last packet, which the controller discounts.
     pub(super) fn batch_hold(&self) -> Duration {
         let wire = (self.datagram + wire::IP_UDP_OVERHEAD) as u64;
-        crate::pacer::batch_hold(self.cfg.batch, wire, self.cc.pacing_rate())
+        crate::pacer::batch_hold(self.batch(), wire, self.cc.pacing_rate())
+    }
+
+    /// Datagrams one call of `poll_transmit` may carry: the driver's batch, or one while the
+    /// controller competes on a buffer-filler's terms ([`RateMode::batches`](crate::cc::RateMode::batches)).
+    pub(super) fn batch(&self) -> usize {
+        if self.cc.mode().batches() {
+            self.cfg.batch.max(1)
+        } else {
+            1
+        }
     }
 
     /// All data is delivered and the receiver is still verifying it.

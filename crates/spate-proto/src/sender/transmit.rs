@@ -301,6 +301,9 @@ impl Sender {
         let mut segment = 0;
         // The bound moves with the rate, which a batch hardly changes: computed once.
         let cap = self.window_cap();
+        // > §7.1: While its controller competes on a buffer-filler's terms (§7.3), a sender
+        // > sends each datagram on its own, when it is due.
+        let room = buf.len().min(self.batch() * self.datagram);
         // > §7.1: A sender that sends several datagrams per system call (UDP GSO) may wait until
         // > its whole batch is due, and then send the batch at once: [...] but never more than
         // > 500 µs after.
@@ -310,7 +313,7 @@ impl Sender {
         while !self.silent
             && self.pacer.may_send(now)
             && self.ledger.in_flight_bytes() < cap
-            && buf.len() - len >= self.datagram
+            && room.saturating_sub(len) >= self.datagram
         {
             let n = if self.retransmit.is_empty() && !self.coder.pending.is_empty() {
                 // §6.9: a block's repair symbols follow its last chunk, before new data.
