@@ -17,6 +17,8 @@
 #   UTCS="0 3"          where the drain grid falls (`spate-lab sim --utc-start`; default the
 #                       simulator's own, 0.5 s; flows with `compete` drain off the grid today)
 #   SEEDS="1 2"         scenario seeds (`--seed`; they move only the BBR model; default as filed)
+#   BATCH=N             Spate sends N datagrams at once, as the real driver's UDP GSO does
+#                       (the scenario key `batch`; default 1, each paced on its own)
 #   LAB=path            the spate-lab binary (default: build this tree's)
 #   JOBS=N              simulations at once (default 2)
 #
@@ -50,9 +52,10 @@ done > "$dir/jobs"
 run_one() {
     local n="$1" f="$2" shift="$3" utc="$4" seed="$5"
     printf '\r%s' "run $n of $total" >&2
-    awk -v s="$shift" '
+    awk -v s="$shift" -v b="${BATCH:-1}" '
         /^\[\[flow\]\]/ { flows++ }
         flows == 1 && !moved && /^start_s = / { printf "start_s = %.3f\n", $3 + s; moved = 1; next }
+        flows == 1 && b > 1 && /^protocol = "spate"/ { print; printf "batch = %d\n", b; next }
         { print }' "$f" > "$dir/run.$n.toml"
     local args=()
     [ "$utc" = - ] || args+=(--utc-start "$utc")
