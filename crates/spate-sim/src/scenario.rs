@@ -46,7 +46,7 @@ pub struct FlowSpec {
     pub fec: Fec,
     /// Datagrams a Spate sender sends at once, as a driver using UDP GSO does (spec §7.1):
     /// 1 (the default) paces each on its own. The real driver sends up to 44 (`spate`'s
-    /// `Socket::max_batch`), which the emulator's Spate does whatever this says.
+    /// `Socket::max_batch`); the emulator runs the real driver and ignores this.
     pub batch: usize,
 }
 
