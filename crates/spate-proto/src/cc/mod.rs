@@ -93,14 +93,16 @@ impl RateMode {
     }
 
     /// Whether a sender in this mode may send datagrams in batches (spec §7.1). Not while it
-    /// competes on a buffer-filler's terms: that buffer overflows by design, and a batch
-    /// reaches it back to back, so the datagrams after the first find it full more often than
-    /// paced ones. In the emulator, 1×BDP next to kernel BBR, a `high` flow sending batches
-    /// of up to 5 datagrams (100 Mbit/s, 500 µs) lost about 12 % of what it sent and took
-    /// 49–57 % of the link; one datagram at a time it took 65–76 % (`docs/design.md`,
-    /// "Session 63").
+    /// follows BBR's law: that buffer overflows by design, and a batch reaches it back to
+    /// back, so the datagrams after the first find it full more often than paced ones; BBR's
+    /// law sets its rate from its own delivery, so those losses lower it. In the emulator, 1×BDP
+    /// next to kernel BBR, a `high` flow sending batches of up to 5 datagrams (100 Mbit/s,
+    /// 500 µs) lost about 12 % of what it sent and took 49–57 % of the link; one datagram at a
+    /// time it took 65–76 % (`docs/design.md`, "Session 63"). The CUBIC window law keeps its
+    /// batches: its share is set by when it cuts, not by what it delivers, and sent singly it
+    /// gained nothing ("Session 64").
     pub fn batches(self) -> bool {
-        !matches!(self, RateMode::Competitive | RateMode::FollowingBbr)
+        !matches!(self, RateMode::FollowingBbr)
     }
 
     /// The mode a report names.
@@ -292,8 +294,8 @@ mod mode_tests {
     }
 
     #[test]
-    fn only_the_competitive_modes_send_each_datagram_on_its_own() {
+    fn only_a_flow_following_bbr_sends_each_datagram_on_its_own() {
         assert!(RateMode::Fixed.batches() && RateMode::Delay.batches());
-        assert!(!RateMode::Competitive.batches() && !RateMode::FollowingBbr.batches());
+        assert!(RateMode::Competitive.batches() && !RateMode::FollowingBbr.batches());
     }
 }
