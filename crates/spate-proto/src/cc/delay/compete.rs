@@ -24,7 +24,8 @@
 //! cap     rate ≤ (N/(N + 1) + 0.02) · C, C the capacity the drains measured, under either
 //!         law (`capacity.rs`; the controller keeps it across the mode's spells)
 //! BBR     once recognised, BBR's law (`follow.rs`), its bandwidth filter seeded with the
-//!         rate the mode was entered with; recognised by the controller (`dips.rs`) or here:
+//!         rate the mode was entered with, at most a fair share of the capacity estimate or
+//!         of the peak delivery (`capacity.rs`); recognised by the controller (`dips.rs`) or here:
 //!         5 cuts or overflows in a row each within 20 smoothed RTTs of the last
 //! ```
 //!
@@ -235,6 +236,8 @@ pub struct Compete {
     /// The most this flow takes, bits/s: a fair share of the capacity the drains measured
     /// (`capacity.rs`; unbounded without a measurement).
     cap: f64,
+    /// The most BBR's law starts from, bits/s (`capacity.rs`, "Seeding BBR's law").
+    seed_limit: f64,
     /// The rate the mode was entered with, bits/s: one competitor's fair share of what this
     /// flow measured the path to carry (`drained.rs`).
     entered: f64,
@@ -282,6 +285,7 @@ impl Compete {
             rate_based: false,
             follow: Follow::new(now, srtt, n),
             cap: f64::INFINITY,
+            seed_limit: f64::INFINITY,
             entered: rate,
             quick: 0,
             rhythm_seen: None,
@@ -300,11 +304,17 @@ impl Compete {
         self.cap = cap;
     }
 
+    /// Start BBR's law from at most `limit` bits/s (`capacity.rs`, "Seeding BBR's law").
+    pub fn set_seed_limit(&mut self, limit: f64) {
+        self.seed_limit = limit;
+    }
+
     /// The competitor is rate-based: follow its law from now on, its bandwidth filter
-    /// starting from the rate the mode was entered with (see the module doc).
+    /// starting from the rate the mode was entered with, at most the seed limit (see the
+    /// module doc).
     pub fn set_rate_based(&mut self, now: Instant) {
         if !self.rate_based {
-            self.follow.seed(now, self.entered);
+            self.follow.seed(now, self.entered.min(self.seed_limit));
         }
         self.rate_based = true;
     }
