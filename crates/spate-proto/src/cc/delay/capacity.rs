@@ -227,6 +227,20 @@ mod tests {
     }
 
     #[test]
+    fn bbr_s_law_starts_from_a_fair_share_of_the_estimate_or_else_of_the_peak() {
+        let mut c = Capacity::default();
+        assert_eq!(c.seed_limit(T, 90e6, 1.0), 45e6);
+        assert_eq!(c.seed_limit(T, 90e6, 2.0), 60e6);
+        assert_eq!(c.seed_limit(T, 0.0, 1.0), f64::INFINITY);
+        // One sample is no estimate: the peak still rules.
+        c.drained(T, 50e6, 50e6, 0.25); // 200 Mbit/s
+        assert_eq!(c.seed_limit(T, 90e6, 1.0), 45e6);
+        // Two are (the larger), and the estimate rules over the peak.
+        c.drained(T, 50e6, 50e6, 0.5); // 100 Mbit/s
+        assert_eq!(c.seed_limit(T, 90e6, 1.0), 100e6);
+    }
+
+    #[test]
     fn samples_that_say_little_are_not_taken() {
         let mut c = Capacity::default();
         c.drained(T, 10e6, 10e6, 0.1); // a small share: its error is magnified

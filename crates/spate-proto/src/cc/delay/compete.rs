@@ -767,7 +767,7 @@ mod tests {
     /// window had sunk to by the time BBR was recognised, and keeps it only while delivery
     /// does.
     #[test]
-    fn bbr_s_law_starts_from_the_rate_entered_with() {
+    fn bbr_s_law_starts_from_the_rate_entered_with_at_most_the_seed_limit() {
         let srtt = Duration::from_millis(50);
         let mut c = Compete::new(Instant::ZERO, 1.0, 50e6, srtt, PACKET, (0.05, 0));
         // Reports every 10 ms, 10 Mbit/s delivered: the rates paced from report `from` on.
@@ -789,5 +789,16 @@ mod tests {
         // ...and falls back to what is delivered once the seed has left the filter.
         let late = step(&mut c, 241, 200);
         assert!(late[199] < 15e6, "{}", late[199]);
+
+        // A seed limit below the rate entered with bounds the start (`capacity.rs`): the same
+        // run, the law never paced above 1.25 × 0.96 × 20 Mbit/s over the filter's span.
+        let mut c = Compete::new(Instant::ZERO, 1.0, 50e6, srtt, PACKET, (0.05, 0));
+        step(&mut c, 1, 200);
+        c.set_seed_limit(20e6);
+        c.set_rate_based(Instant::ZERO + Duration::from_secs(2));
+        let early = step(&mut c, 201, 40);
+        let most = early.iter().copied().fold(0.0, f64::max);
+        assert!(most <= 1.25 * 0.96 * 20e6 + 1.0, "{most}");
+        assert!(most > 20e6, "{most}");
     }
 }
