@@ -374,10 +374,9 @@ fn fair_and_high_share_with_bbr_on_its_terms() {
 /// back, and in a buffer a competitor keeps overflowing the datagrams after the first find it
 /// full more often than paced ones. In the emulator `high` next to kernel BBR in 1xBDP took
 /// 49-57 % of the link that way. So a sender sends each datagram on its own while it follows
-/// BBR's law (`RateMode::batches`). With batches of 44
-/// throughout, these four runs lost 3.6-9.7 points against the paced runs (mean 5.5); with the
-/// rule they gain 2.1-3.5 (mean +2.7; session 63's rule, singly in both competitive laws:
-/// -2.4 to +3.0, mean +0.6).
+/// BBR's law (`RateMode::batches`). With batches of 44 throughout, these four runs lost
+/// 3.6-9.7 points against the paced runs (mean 5.5); with the rule they gain 2.1-3.5 (mean
+/// +2.7; session 63's rule, singly in both competitive laws: -2.4 to +3.0, mean +0.6).
 #[test]
 fn a_batching_sender_competes_as_a_paced_one() {
     let mut moved = 0.0;

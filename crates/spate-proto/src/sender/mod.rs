@@ -660,8 +660,7 @@ impl Sender {
     }
 
     /// Datagrams one call of `poll_transmit` may carry: the driver's batch, or one while the
-    /// controller competes on a buffer-filler's terms
-    /// ([`RateMode::batches`](crate::cc::RateMode::batches)).
+    /// controller follows BBR's law ([`RateMode::batches`](crate::cc::RateMode::batches)).
     pub(super) fn batch(&self) -> usize {
         if self.cc.mode().batches() {
             self.cfg.batch.max(1)

@@ -301,7 +301,8 @@ impl Sender {
         let mut segment = 0;
         // The bound moves with the rate, which a batch hardly changes: computed once.
         let cap = self.window_cap();
-        // > §7.1: While its controller competes on a buffer-filler's terms (§7.3), a sender
+        // > §7.1: While its controller sets its rate from its own delivery at a buffer a
+        // > competitor fills (the reference's competitive mode following BBR, §7.3), a sender
         // > sends each datagram on its own, when it is due.
         let room = buf.len().min(self.batch() * self.datagram);
         // > §7.1: A sender that sends several datagrams per system call (UDP GSO) may wait until

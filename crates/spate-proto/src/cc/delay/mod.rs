@@ -795,10 +795,9 @@ impl Delay {
         let recent = self
             .bbr_seen
             .is_some_and(|t| now.saturating_since(t) < BBR_SEEN_FOR);
-        let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
-        let seed = self.capacity.seed_limit(now, peak, self.compete_as);
         if let (true, Mode::Competitive { law, .. }) = (recent, &mut self.mode) {
-            law.set_seed_limit(seed);
+            let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
+            law.set_seed_limit(self.capacity.seed_limit(now, peak, self.compete_as));
             law.set_rate_based(now);
         }
     }
@@ -1314,13 +1313,12 @@ impl RateControl for Delay {
             // overshoot follows delivery up.)
             Some(d) if probing => self.during_overshoot(&step, d),
             _ if self.is_competing() => {
-                let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
-                let seed = self.capacity.seed_limit(now, peak, self.compete_as);
                 if let Mode::Competitive { law, .. } = &mut self.mode {
                     let srtt = s.srtt.as_secs_f64();
+                    let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
+                    law.set_seed_limit(self.capacity.seed_limit(now, peak, self.compete_as));
                     self.capacity.on_queue(now, q, srtt);
                     law.set_cap(self.capacity.cap(now, self.compete_as));
-                    law.set_seed_limit(seed);
                     self.rate = law.on_report(now, (q, base_owd), s.srtt, rtt, s.lost_bytes > 0, d);
                     // BBR recognised by the rhythm of the law's events counts as by its
                     // dips: for the next spells of the mode too.
