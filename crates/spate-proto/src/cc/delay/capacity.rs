@@ -64,28 +64,27 @@
 //! across the mode's spells and with BBR's law seeded (`compete.rs`) 12 (27): 39 runs
 //! outside the bounds, against 75.
 //!
-//! **Seeding BBR's law.** BBR's law starts from the rate the mode was entered with
-//! (`compete.rs`), and that rate rests on the entering drain's reading of the capacity (bits
-//! removed over the queue's fall). Next to BBR that reading is wild: BBR refills part of what
-//! the drain removes, and a flow that was yielding removes little, so the fall is small and
-//! its error large. In the simulator (`scenarios/tcp`, the BBR 1×BDP points, seeds 1–8) it
-//! read 25–1337 Mbit/s on the 100 Mbit/s link, half of the readings above 150. Once BBR was
-//! recognised the law paced at up to 1.25 times a share of that: from a reading of 1337,
-//! `fair` paced 480–645 Mbit/s for a second, and the BBR model delivered nothing in it and
-//! 11–24 Mbit/s for seconds after (its share of the last 30 s still came back to 47 %). In
-//! the emulator kernel BBR fell below 2 Mbit/s within half a second of such a seed, and in
-//! two runs stayed below 10 for ten seconds while the flow paced at 100 Mbit/s: `fair` took
-//! 60.8 and 67.8 %, and `high` 76.7, 82.2 and 82.5 %, against bounds of 60 and 75. So BBR's law starts from at most one
-//! competitor's fair share of the median estimate or, before there is one, of the flow's
-//! peak delivery of the last 30 s: next to BBR that peak is about the link, since BBR's
-//! start-up leaves a newcomer the link for a moment (80–100 Mbit/s in the simulator). The
-//! CUBIC law keeps its entry: next to CUBIC the drain reads 100–109 Mbit/s, and a flow that
-//! joined CUBIC late has a peak of only 22–33 Mbit/s. In the emulator the twelve runs of the
-//! BBR 1×BDP points with this limit were all within the bounds (`fair` 41.4–59.0 %, `high`
+//! **Seeding BBR's law.** BBR's law starts from the rate the mode was entered with (`compete.rs`),
+//! and that rate rests on the entering drain's reading of the capacity (bits removed over the
+//! queue's fall). Next to BBR that reading is wild: BBR refills part of what the drain removes, and
+//! a flow that was yielding removes little, so the fall is small and its error large. In the
+//! simulator (`scenarios/tcp`, the BBR 1×BDP points, seeds 1–8) it read 25–1337 Mbit/s on the 100
+//! Mbit/s link, half of the readings above 150. Once BBR was recognised the law paced at up to 1.25
+//! times a share of that: from a reading of 1337, `fair` paced 480–645 Mbit/s for a second, and the
+//! BBR model delivered nothing in it and 11–24 Mbit/s for seconds after (its share of the last 30 s
+//! still came back to 47 %). In the emulator kernel BBR fell below 2 Mbit/s within half a second of
+//! such a seed, and in two runs stayed below 10 for ten seconds while the flow paced at 100 Mbit/s:
+//! `fair` took 60.8 and 67.8 %, and `high` 76.7, 82.2 and 82.5 %, against bounds of 60 and 75. So
+//! BBR's law starts from at most one competitor's fair share of the median estimate or, before
+//! there is one, of the flow's peak delivery of the last 30 s: next to BBR that peak is about the
+//! link, since BBR's start-up leaves a newcomer the link for a moment (80–100 Mbit/s in the
+//! simulator). The CUBIC law keeps its entry: next to CUBIC the drain reads 100–109 Mbit/s, and a
+//! flow that joined CUBIC late has a peak of only 22–33 Mbit/s. In the emulator the twelve runs of
+//! the BBR 1×BDP points with this limit were all within the bounds (`fair` 41.4–59.0 %, `high`
 //! 68.0–74.2 %; `docs/design.md`, "Session 64"). In the simulator the paced matrix
-//! (`scripts/tcp-matrix.sh`) went from 17 to 15 BBR runs outside of 128 (above the bound 8 →
-//! 3), but with the driver's batches modelled from 18 to 22, all below: there the high seed
-//! mostly helped the flow climb.
+//! (`scripts/tcp-matrix.sh`) went from 17 to 15 BBR runs outside of 128 (above the bound 8 → 3),
+//! but with the driver's batches modelled from 18 to 22, all below: there the high seed mostly
+//! helped the flow climb.
 
 use core::time::Duration;
 use std::collections::VecDeque;
