@@ -259,6 +259,7 @@ mod drained;
 mod filters;
 mod follow;
 mod grid;
+mod modes;
 mod overshoot;
 mod probe;
 mod scavenge;
@@ -269,11 +270,14 @@ mod starving;
 use core::time::Duration;
 
 use capacity::Capacity;
-use compete::Compete;
 use dips::Dips;
 use drained::{DrainReadings, Drained, FLAT_AFTER};
 pub use filters::{BitTally, DeliveryRate, LossFraction, RateHistory, WindowedMax, WindowedMin};
 use grid::DrainGrid;
+use modes::{
+    depth, Mode, BOTTOM_PEAK_WINDOW, COMPETE_DRAIN_EVERY, DRAINS_TO_COMPETE, DRAINS_TO_LEAVE,
+    JUDGED_FROM, JUDGED_MARGIN, JUDGE_EVERY, PEAK_WINDOW, QUEUE_PEAK_WINDOW,
+};
 use overshoot::Step;
 use probe::{Probe, ProbeKind};
 use scavenge::Scavenge;
@@ -485,67 +489,6 @@ fn mark_since(since: &mut Option<Instant>, holds: bool, now: Instant) {
     } else if since.is_none() {
         *since = Some(now);
     }
-}
-
-/// Judged drains in a row that must leave the queue standing before the flow competes.
-const DRAINS_TO_COMPETE: u32 = 1;
-/// Judged drains in a row that must empty the queue before a competing flow returns to the
-/// delay mode: one may just meet the trough after the competitor's cut.
-const DRAINS_TO_LEAVE: u32 = 2;
-/// Window of the deepest recent queue, which a flow entering competitive mode takes for the
-/// buffer's size until it sees a deeper one: a CUBIC competitor overflows it every epoch
-/// (8–10 s at 100 Mbit/s, 50 ms).
-const QUEUE_PEAK_WINDOW: Duration = Duration::from_secs(10);
-/// BBR recognised this recently (three of its ProbeRTT periods) is still there: a flow that
-/// enters competitive mode follows its law from the start.
-const BBR_SEEN_FOR: Duration = Duration::from_secs(36);
-/// Drains are judged at most this often: a drain that does not see the delay floor is
-/// repeated at once, and the repeats start from the little queue the first one left.
-const JUDGE_EVERY: Duration = Duration::from_secs(4);
-/// A judged drain holds the queue empty this long, seconds: two report gaps, so that a report
-/// sees it empty (with 2 ms, one report in five did, and 1 % random loss with a crippled
-/// competitor looked like a standing queue).
-const JUDGED_MARGIN: f64 = 0.020;
-/// A drain is judged only when it starts from a queue of at least this, seconds: drains that
-/// follow each other (until the delay floor is seen again) start from the little the first
-/// one left.
-const JUDGED_FROM: f64 = 0.002;
-/// Window of the deepest queue a drain's bottom is compared with (`drained.rs`), longer than
-/// the floor's window: the first judged drain after a handover comes when the floor is
-/// [`DRAIN_AFTER`] old, up to 13 s after the step (in the emulator, 12.7 s), and the step's
-/// queue must still be in view then.
-const BOTTOM_PEAK_WINDOW: Duration = Duration::from_secs(30);
-/// Competitive mode drains this often to see whether the competitor is still there.
-const COMPETE_DRAIN_EVERY: Duration = Duration::from_secs(8);
-
-/// Window of the peak delivery rate, one of the two capacity estimates a flow entering
-/// competitive mode starts its share from (the other is the drain's).
-const PEAK_WINDOW: Duration = Duration::from_secs(30);
-
-/// Which way the controller shares the bottleneck.
-#[derive(Debug, Clone)]
-// One controller per session: the variant size difference costs nothing.
-#[allow(clippy::large_enum_variant)]
-enum Mode {
-    /// Hold α queued (the module's law).
-    Delay,
-    /// A buffer-filling competitor holds the queue: a paced window competes on its terms.
-    Competitive {
-        law: Compete,
-        /// The delay floor when the mode began: not left to expire, since the competitor's
-        /// queue never empties and an expired floor would take it in.
-        floor: i64,
-        /// When the next drain is due (drains come by the clock: the floor does not age).
-        next_drain: Instant,
-    },
-}
-
-/// The deepest queue, seconds, that a window of delay levels (floor plus queue, µs) has seen,
-/// read from the delay floor `floor` (µs) in force now.
-fn depth(levels: &mut WindowedMax, now: Instant, floor: i64) -> f64 {
-    levels
-        .get(now)
-        .map_or(0.0, |l| l.saturating_sub(floor).max(0) as f64 / 1e6)
 }
 
 /// What the controller saw and decided at its last report: for logs and the lab, never for
@@ -771,44 +714,13 @@ impl Delay {
         self
     }
 
-    /// Recognise BBR by its ProbeRTT (`dips.rs`); a competing flow that does then follows
-    /// BBR's law for the rest of its competitive mode.
-    /// `floor`: the one-way delay floor q is measured from, µs.
-    fn watch_for_bbr(&mut self, now: Instant, q: f64, rtt: Duration, floor: i64) {
-        if matches!(self.probe, Probe::Up { .. }) {
-            self.own_until = now + rtt * 2;
-        }
-        let deepest = depth(&mut self.level_peak, now, floor);
-        // In the delay mode this flow holds its own target in the queue; under a competitive
-        // law it holds whatever the window puts there.
-        let own_target = if self.is_competing() {
-            f64::INFINITY
-        } else {
-            self.own_target()
-        };
-        if self
-            .dips
-            .on_report(now, q, deepest, floor, now < self.own_until, own_target)
-        {
-            self.bbr_seen = Some(now);
-        }
-        let recent = self
-            .bbr_seen
-            .is_some_and(|t| now.saturating_since(t) < BBR_SEEN_FOR);
-        if let (true, Mode::Competitive { law, .. }) = (recent, &mut self.mode) {
-            let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
-            law.set_seed_limit(self.capacity.seed_limit(now, peak, self.compete_as));
-            law.set_rate_based(now);
-        }
-    }
-
-    /// This flow's own equilibrium queueing delay at its rate, seconds: `q* = 8α / r`.
     /// The least queueing delay of the last RTT, seconds (`q`, the latest, before any): a
     /// queue that has stood that long, not a spike.
     fn queue_over_rtt(&mut self, now: Instant, q: f64) -> f64 {
         self.q_rtt_min.get(now).map_or(q, |v| v as f64 / 1e6)
     }
 
+    /// This flow's own equilibrium queueing delay at its rate, seconds: `q* = 8α / r`.
     fn own_target(&self) -> f64 {
         self.alpha() / self.rate
     }
@@ -856,10 +768,6 @@ impl Delay {
         };
         self.pinned
             .is_some_and(|(t, ..)| now.saturating_since(t) >= rtt * PINNED_RTTS)
-    }
-
-    fn is_competing(&self) -> bool {
-        matches!(self.mode, Mode::Competitive { .. })
     }
 
     /// Aim at α again until a probe says this flow is alone: the share, and the ceiling
@@ -1211,10 +1119,7 @@ impl RateControl for Delay {
         self.q_rtt_min.set_window(rtt);
         self.q_rtt_min.push(now, (q * 1e6) as i64);
         if self.compete_as > 0.0 {
-            let level = base_owd.saturating_add((q * 1e6) as i64);
-            self.level_peak.push(now, level);
-            self.level_peak_long.push(now, level);
-            self.watch_for_bbr(now, q, rtt, base_owd);
+            self.watch_levels(now, q, rtt, base_owd);
         }
         let q_star = self.own_target();
 
@@ -1312,23 +1217,7 @@ impl RateControl for Delay {
             // the next two RTTs describe the probe, not the path. (A drain of growth's
             // overshoot follows delivery up.)
             Some(d) if probing => self.during_overshoot(&step, d),
-            _ if self.is_competing() => {
-                if let Mode::Competitive { law, .. } = &mut self.mode {
-                    let srtt = s.srtt.as_secs_f64();
-                    let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
-                    law.set_seed_limit(self.capacity.seed_limit(now, peak, self.compete_as));
-                    self.capacity.on_queue(now, q, srtt);
-                    law.set_cap(self.capacity.cap(now, self.compete_as));
-                    self.rate = law.on_report(now, (q, base_owd), s.srtt, rtt, s.lost_bytes > 0, d);
-                    // BBR recognised by the rhythm of the law's events counts as by its
-                    // dips: for the next spells of the mode too.
-                    if let Some(t) = law.rhythm_seen() {
-                        self.bbr_seen = self.bbr_seen.max(Some(t));
-                    }
-                }
-                self.last_steered = d.unwrap_or(self.last_steered);
-                self.unsettle();
-            }
+            _ if self.is_competing() => self.compete_step(now, s, (q, base_owd), rtt, d),
             Some(d) if !spare => {
                 // Steer: what the path delivers (before random loss), corrected by this flow's
                 // distance from holding α bytes in the queue, over the horizon T.
