@@ -192,7 +192,8 @@
 //! α bytes yields: the queue it steers to is the competitor's, and `D = α/q` shrinks as the
 //! competitor's queue grows (15 % of 100 Mbit/s next to one CUBIC flow in a 4×BDP buffer). A
 //! flow configured to compete (`RateConfig::compete`, `fair` and `high` only; `low` always
-//! yields) switches to competitive mode (`compete.rs`) when a drain cannot empty the queue:
+//! yields) switches to competitive mode (`compete.rs`) when a drain cannot empty the queue
+//! (`drained.rs` judges drains, `modes.rs` keeps the switch's constants and state):
 //!
 //! ```text
 //!             judged drain leaves q_min > q0/4,
