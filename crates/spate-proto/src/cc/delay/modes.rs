@@ -102,8 +102,10 @@ impl Delay {
             .bbr_seen
             .is_some_and(|t| now.saturating_since(t) < BBR_SEEN_FOR);
         if let (true, Mode::Competitive { law, .. }) = (recent, &mut self.mode) {
-            let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
-            law.set_seed_limit(self.capacity.seed_limit(now, peak, self.compete_as));
+            if !law.rate_based() {
+                let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
+                law.set_seed_limit(self.capacity.seed_limit(now, peak, self.compete_as));
+            }
             law.set_rate_based(now);
         }
     }
@@ -130,8 +132,12 @@ impl Delay {
     ) {
         if let Mode::Competitive { law, .. } = &mut self.mode {
             let srtt = s.srtt.as_secs_f64();
-            let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
-            law.set_seed_limit(self.capacity.seed_limit(now, peak, self.compete_as));
+            // The seed limit matters only until BBR's law is seeded (`set_rate_based`, which
+            // the law's own rhythm may call within `on_report`); after that it is never read.
+            if !law.rate_based() {
+                let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
+                law.set_seed_limit(self.capacity.seed_limit(now, peak, self.compete_as));
+            }
             self.capacity.on_queue(now, queue.0, srtt);
             law.set_cap(self.capacity.cap(now, self.compete_as));
             self.rate = law.on_report(now, queue, s.srtt, rtt, s.lost_bytes > 0, d);
