@@ -72,14 +72,15 @@
 //! `high` follows N = 2 flows' window (as MulTCP does for Reno), and cuts by less: β = 0.8.
 //! With cuts in step with the competitor's every T seconds, the converged plateaus stand in
 //! the ratio N·(1 − 0.7)/(1 − β): 2 at CUBIC's own β, a share of 2/3 — in theory. Measured,
-//! `high` fell short of it where it competed longest, in a 1×BDP buffer (a plateau never
-//! reached in a 60 s run, periods read short from a mode's first events): in the simulator
-//! 58 % on average joining CUBIC together (`scripts/tcp-matrix.sh`; 6 of 16 runs below 55 %),
-//! and in the emulator 44.2 % joining kernel CUBIC together and 54.3 % joining it late.
-//! At β = 0.8 the ratio is 3 in theory (75 %), which the cap (below) holds at 69 % of the
-//! measured capacity; measured, 61 % on average there, and two emulator runs of each of the
-//! four CUBIC points took 59.8–65.3 % (`docs/design.md`, "Session 66"). MulTCP's own
-//! decrease for two flows, 0.85, put `high` at 80–95 % in deep buffers (`docs/design.md`).
+//! `high` fell short of it where it competed longest, in a 1×BDP buffer (the converged
+//! plateau is not reached within a 60 s run, and periods read short from a mode's first
+//! events): in the simulator 58 % on average joining CUBIC together (`scripts/tcp-matrix.sh`;
+//! 6 of 16 runs below 55 %), and in the emulator 44.2 % joining kernel CUBIC together and
+//! 54.3 % joining it late. At β = 0.8 the ratio is 3 in theory (75 %), which the cap (below)
+//! holds at 69 % of the measured capacity; measured, 61 % on average there, and 12 of 13
+//! emulator runs of the four CUBIC points took 59.8–68.1 % (the other, 53.8 %, left the mode
+//! for 12 s on a floor that had taken in CUBIC's queue; `docs/design.md`, "Session 66").
+//! MulTCP's own decrease for two flows, 0.85, put `high` at 80–95 % in deep buffers.
 //!
 //! Neither law takes more than one competitor's fair share of the capacity its drains
 //! measured (`capacity.rs`): each copies a competitor, and next to one that does not behave
