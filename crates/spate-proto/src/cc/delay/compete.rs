@@ -196,8 +196,6 @@ fn level(q: f64, floor: i64) -> i64 {
 pub struct Compete {
     /// Flows' worth this one competes as (1 `fair`, 2 `high`).
     n: f64,
-    /// The multiplicative decrease at an event ([`BETA`] or [`BETA_HIGH`]).
-    beta: f64,
     /// Bits per packet.
     packet_bits: f64,
     /// Window, packets, at the last report.
@@ -277,7 +275,6 @@ impl Compete {
         let w = (rate * srtt.as_secs_f64() / packet_bits).max(2.0);
         Compete {
             n,
-            beta: if n > 1.0 { BETA_HIGH } else { BETA },
             packet_bits,
             w,
             // The curve starts at its plateau: probing upward from the rate entered with.
@@ -339,6 +336,16 @@ impl Compete {
     /// Whether this flow follows a rate-based competitor's law.
     pub fn rate_based(&self) -> bool {
         self.rate_based
+    }
+
+    /// The multiplicative decrease at an event: [`BETA_HIGH`] for more than one flow's worth,
+    /// CUBIC's [`BETA`] otherwise.
+    fn beta(&self) -> f64 {
+        if self.n > 1.0 {
+            BETA_HIGH
+        } else {
+            BETA
+        }
     }
 
     /// When the rhythm of the events showed a rate-based competitor, if it did: BBR's gain
@@ -458,6 +465,7 @@ impl Compete {
     ) -> f64 {
         let rtt = srtt.as_secs_f64().max(1e-4);
         let nc = self.n * C_CUBIC;
+        let beta = self.beta();
         self.follow
             .observe(now, rtt, q, rtt_now, delivered, self.rate_based);
         let base = (rtt_now.as_secs_f64() - q).max(0.0);
@@ -483,7 +491,7 @@ impl Compete {
                 // Fast convergence: a flow cut below its window at the last cut lowers its
                 // plateau (RFC 9438 §4.7).
                 let mut plateau = if w < self.w_last {
-                    w * (1.0 + self.beta) / 2.0
+                    w * (1.0 + beta) / 2.0
                 } else {
                     w
                 };
@@ -493,7 +501,7 @@ impl Compete {
                     // C·T³/(1 − β). The time from entering the mode to the first overflow is
                     // a part of an epoch, not one: T is measured from the second.
                     if let Some(t) = self.epoch_ended(now) {
-                        let target = (nc * t.powi(3) / (1.0 - self.beta)).min(MAX_JUMP * w);
+                        let target = (nc * t.powi(3) / (1.0 - beta)).min(MAX_JUMP * w);
                         plateau = plateau.max(target);
                     }
                 }
@@ -501,7 +509,7 @@ impl Compete {
                 // Every event cuts, as TCP does on every loss episode; the plateau is where
                 // the curve flattens (RFC 9438's K for a window that starts at β·W, not at
                 // β·W_max).
-                self.w = (w * self.beta).max(2.0);
+                self.w = (w * beta).max(2.0);
                 self.k = ((self.w_max - self.w).max(0.0) / nc).cbrt();
                 self.epoch = now;
                 self.episode_begins(now);

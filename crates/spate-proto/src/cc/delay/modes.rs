@@ -101,12 +101,23 @@ impl Delay {
         let recent = self
             .bbr_seen
             .is_some_and(|t| now.saturating_since(t) < BBR_SEEN_FOR);
-        if let (true, Mode::Competitive { law, .. }) = (recent, &mut self.mode) {
+        if recent {
+            self.refresh_seed_limit(now);
+            if let Mode::Competitive { law, .. } = &mut self.mode {
+                law.set_rate_based(now);
+            }
+        }
+    }
+
+    /// Give a competing law that follows no rate-based competitor yet the limit BBR's law
+    /// would start from now (`capacity.rs`, "Seeding BBR's law"). Once the law is seeded
+    /// (`Compete::set_rate_based`) the limit is never read again, so it is not recomputed.
+    fn refresh_seed_limit(&mut self, now: Instant) {
+        if let Mode::Competitive { law, .. } = &mut self.mode {
             if !law.rate_based() {
                 let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
                 law.set_seed_limit(self.capacity.seed_limit(now, peak, self.compete_as));
             }
-            law.set_rate_based(now);
         }
     }
 
@@ -130,14 +141,10 @@ impl Delay {
         rtt: Duration,
         d: Option<f64>,
     ) {
+        // Set before the report: the law's own rhythm may seed BBR's law within `on_report`.
+        self.refresh_seed_limit(now);
         if let Mode::Competitive { law, .. } = &mut self.mode {
             let srtt = s.srtt.as_secs_f64();
-            // The seed limit matters only until BBR's law is seeded (`set_rate_based`, which
-            // the law's own rhythm may call within `on_report`); after that it is never read.
-            if !law.rate_based() {
-                let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
-                law.set_seed_limit(self.capacity.seed_limit(now, peak, self.compete_as));
-            }
             self.capacity.on_queue(now, queue.0, srtt);
             law.set_cap(self.capacity.cap(now, self.compete_as));
             self.rate = law.on_report(now, queue, s.srtt, rtt, s.lost_bytes > 0, d);
