@@ -464,7 +464,8 @@ fn competing_flows_neither_starve_bbr_nor_starve_around_the_matrix() {
 /// drains measure and the seed for BBR's law). At the four shifts here, 30 of 32 and 29 of 32
 /// (session 57: 30 and 26; session 56: 26 and 17). This keeps that floor, less about 1.5
 /// standard errors, so that tuning for the filed points cannot lose it unseen; raise it as
-/// the competitive mode improves.
+/// the competitive mode improves. Session 67 (the entering drain's reading, `capacity.rs`,
+/// "Entering"): 242 of 256, 125 and 117 of 128; here 31 and 29 of 32 (before: 29 and 28).
 #[test]
 fn the_shares_hold_around_the_filed_starts_as_often_as_measured() {
     let mut jobs = Vec::new();
@@ -509,12 +510,12 @@ fn the_shares_hold_around_the_filed_starts_as_often_as_measured() {
     let within = |cubic: bool| runs.iter().filter(|r| r.0 == cubic && r.1).count();
     let of = runs.len() / 2;
     assert!(
-        within(true) >= 28,
+        within(true) >= 29,
         "next to CUBIC: {} of {of}; outside: {outside:#?}",
         within(true)
     );
     assert!(
-        within(false) >= 27,
+        within(false) >= 28,
         "next to BBR: {} of {of}; outside: {outside:#?}",
         within(false)
     );
@@ -545,6 +546,33 @@ fn high_holds_its_share_next_to_cubic_in_a_shallow_buffer_at_every_start() {
         .map(|((name, i), share)| format!("{name} +{i}/10 s: {share:.3}"))
         .collect();
     assert!(outside.len() <= 2, "outside 55-75 %: {outside:#?}");
+}
+
+/// `high` joining CUBIC together in a 4xBDP buffer, at the start shifts of
+/// `scripts/tcp-matrix.sh` where the drain that made it compete read the capacity far too
+/// high: the bits it removed over the queue's fall read 171-426 Mbit/s on the 100 Mbit/s link
+/// (CUBIC grew into the drain), the flow entered above the link and took 0.97 in two of
+/// these runs, and 7 of the 8 fell outside 55-75 %. The lower of that reading and the one
+/// from the speed of the fall, and at most three times the flow's peak delivery
+/// (`capacity.rs`, "Entering"): 0.58-0.66.
+#[test]
+fn high_does_not_enter_competitive_mode_above_the_link_next_to_cubic() {
+    let shifts = [1u64, 3, 5, 6, 8, 9, 11, 13];
+    let scenarios: Vec<_> = shifts
+        .iter()
+        .map(|i| {
+            let mut s = scenario("high-cubic-4bdp-together.toml");
+            s.flows[0].start += Duration::from_millis(100 * i);
+            s
+        })
+        .collect();
+    let outside: Vec<_> = shifts
+        .iter()
+        .zip(spate_shares(&scenarios))
+        .filter(|(_, share)| !(0.55..=0.75).contains(share))
+        .map(|(i, share)| format!("+{i}/10 s: {share:.3}"))
+        .collect();
+    assert!(outside.len() <= 1, "outside 55-75 %: {outside:#?}");
 }
 
 /// A sender counts the time its controller spent in the competitive mode, as `spate send`

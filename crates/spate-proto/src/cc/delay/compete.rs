@@ -253,7 +253,7 @@ pub struct Compete {
     /// The most BBR's law starts from, bits/s (`capacity.rs`, "Seeding BBR's law").
     seed_limit: f64,
     /// The rate the mode was entered with, bits/s: one competitor's fair share of what this
-    /// flow measured the path to carry (`drained.rs`).
+    /// flow measured the path to carry (`drained.rs`, `capacity.rs`, "Entering").
     entered: f64,
     /// Intervals in a row between the CUBIC law's events shorter than [`RHYTHM_RTTS`].
     quick: u32,

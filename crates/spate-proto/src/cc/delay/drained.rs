@@ -10,6 +10,7 @@
 
 use core::time::Duration;
 
+use super::capacity::Capacity;
 use super::compete::Compete;
 use super::{
     depth, Delay, Mode, COMPETE_DRAIN_EVERY, DRAINS_TO_COMPETE, DRAINS_TO_LEAVE, JUDGE_EVERY,
@@ -191,7 +192,7 @@ impl Delay {
             // competitors the window law brings it down, cut by cut.
             let n = self.compete_as;
             let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
-            let share = capacity.unwrap_or(0.0).max(peak) * n / (n + 1.0);
+            let share = Capacity::entry_share(capacity, peak, n);
             // The deepest queue of the last seconds: the buffer, if the competitor has
             // overflowed it since.
             let deepest = depth(&mut self.level_peak, now, floor);

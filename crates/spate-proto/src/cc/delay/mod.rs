@@ -232,8 +232,10 @@
 //! loss-based competitor regrows, and are BBR's gain cycle (`compete.rs`). Seen within the
 //! last 36 s, either makes the competitive mode follow BBR's own law instead (`follow.rs`:
 //! bandwidth filter, gain cycle, in-flight cap, ProbeRTT). Entering, the flow starts from
-//! half the larger of the path's rate measured by the drain (bits it removed / how far the
-//! queue fell) and its own peak delivery of the last 30 s (two thirds for `high`). Each drain
+//! half the larger of the path's rate measured by the drain (the lower of bits it removed /
+//! how far the queue fell, and its rate over the share the fall's speed shows) and its own
+//! peak delivery of the last 30 s (two thirds for `high`), at most three times that peak
+//! (`capacity.rs`, "Entering"). Each drain
 //! of the mode also measures the bottleneck's capacity, by how fast the queue falls at its
 //! start, and neither law takes more than one competitor's fair share of it (`capacity.rs`;
 //! kept across the mode's spells). BBR's law starts from the rate the mode was entered with.
@@ -860,11 +862,16 @@ impl Delay {
                 // are judged.
                 let drained = judged.then(|| {
                     // The slow half took (1 − DRAIN_GAIN)·rate·half bits out of the queue,
-                    // which fell by q0 − q_min: the bottleneck's rate is their ratio (the
-                    // others' queued data barely moves in a few RTTs).
+                    // which fell by q0 − q_min: the bottleneck's rate is their ratio, unless
+                    // the others grew into the drain. The speed of the fall at its start reads
+                    // it too, and the lower of the two is the reading a flow enters with
+                    // (`capacity.rs`, "Entering").
                     let removed = self.rate * (1.0 - DRAIN_GAIN) * half.as_secs_f64();
-                    let capacity =
-                        (readings.fell() > JUDGED_FROM / 4.0).then(|| removed / readings.fell());
+                    let capacity = Capacity::at_entry(
+                        self.rate,
+                        (readings.fell() > JUDGED_FROM / 4.0).then(|| removed / readings.fell()),
+                        readings.share_by_fall(gains.0),
+                    );
                     // `own_target()`, spelled out: `self.probe` is borrowed here.
                     let own = alpha_now / self.rate;
                     let deepest = depth(&mut self.level_peak_long, now, floor);
