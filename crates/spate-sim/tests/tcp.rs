@@ -550,9 +550,9 @@ fn high_holds_its_share_next_to_cubic_in_a_shallow_buffer_at_every_start() {
 
 /// `high` joining CUBIC together in a 4xBDP buffer, at the start shifts of
 /// `scripts/tcp-matrix.sh` where the drain that made it compete read the capacity far too
-/// high: the bits it removed over the queue's fall read 171-426 Mbit/s on the 100 Mbit/s link
-/// (CUBIC grew into the drain), the flow entered above the link and took 0.97 in two of
-/// these runs, and 7 of the 8 fell outside 55-75 %. The lower of that reading and the one
+/// high: the bits it removed over the queue's fall read 156-426 Mbit/s on the 100 Mbit/s link
+/// (CUBIC grew into the drain), the flow entered above the link in each, took 0.97 in two,
+/// and 7 of the 8 fell outside 55-75 %. The lower of that reading and the one
 /// from the speed of the fall, and at most three times the flow's peak delivery
 /// (`capacity.rs`, "Entering"): 0.58-0.66.
 #[test]

@@ -92,8 +92,9 @@
 //! (`docs/design.md`, "Session 67").
 //!
 //! **Seeding BBR's law.** BBR's law starts from the rate the mode was entered with (`compete.rs`),
-//! and that rate rests on the entering drain's reading of the capacity (bits removed over the
-//! queue's fall). Next to BBR that reading is wild: BBR refills part of what the drain removes, and
+//! and that rate rests on the entering drain's reading of the capacity (then: bits removed over
+//! the queue's fall; since session 67 the lower of two readings, "Entering" above). Next to
+//! BBR that reading was wild: BBR refills part of what the drain removes, and
 //! a flow that was yielding removes little, so the fall is small and its error large. In the
 //! simulator (`scenarios/tcp`, the BBR 1×BDP points, seeds 1–8) it read 25–1337 Mbit/s on the 100
 //! Mbit/s link, half of the readings above 150. Once BBR was recognised the law paced at up to 1.25
@@ -107,8 +108,8 @@
 //! link, since BBR's start-up leaves a newcomer the link for a moment (80–100 Mbit/s in the
 //! simulator). The CUBIC law keeps its entry ("Entering" above): a flow that joined CUBIC late
 //! has a peak of only 22–33 Mbit/s, and in the runs measured then the drain read 100–109.
-//! In the emulator the twelve runs of the BBR 1×BDP points with this limit were all within the bounds (`fair` 41.4–59.0 %, `high`
-//! 68.0–74.2 %; `docs/design.md`, "Session 64"). In the simulator the paced matrix
+//! In the emulator the twelve runs of the BBR 1×BDP points with this limit were all within
+//! the bounds (`fair` 41.4–59.0 %, `high` 68.0–74.2 %; `docs/design.md`, "Session 64"). In the simulator the paced matrix
 //! (`scripts/tcp-matrix.sh`) went from 17 to 15 BBR runs outside of 128 (above the bound 8 → 3),
 //! but with the driver's batches modelled from 18 to 22, all below: there the high seed mostly
 //! helped the flow climb.
