@@ -859,6 +859,8 @@ impl Delay {
                 // A drain right after another starts from the queue the first one left: it
                 // says nothing about who holds the queue, so only drains from a standing queue
                 // are judged.
+                // This flow's share of the bottleneck, by how fast the queue fell at the start.
+                let share_by_fall = readings.share_by_fall(gains.0);
                 let drained = judged.then(|| {
                     // The slow half took (1 − DRAIN_GAIN)·rate·half bits out of the queue,
                     // which fell by q0 − q_min: the bottleneck's rate is their ratio, unless
@@ -869,7 +871,7 @@ impl Delay {
                     let capacity = Capacity::at_entry(
                         self.rate,
                         (readings.fell() > JUDGED_FROM / 4.0).then(|| removed / readings.fell()),
-                        readings.share_by_fall(gains.0),
+                        share_by_fall,
                     );
                     // `own_target()`, spelled out: `self.probe` is borrowed here.
                     let own = alpha_now / self.rate;
@@ -878,9 +880,7 @@ impl Delay {
                     (Drained::judge(*readings, own, deepest, packet), capacity)
                 });
                 // Competitive mode's drains also measure the bottleneck (`capacity.rs`).
-                if let (ProbeKind::Drain, Some(share), true) =
-                    (*kind, readings.share_by_fall(gains.0), competing)
-                {
+                if let (ProbeKind::Drain, Some(share), true) = (*kind, share_by_fall, competing) {
                     self.capacity.drained(now, self.rate, *d0, share);
                 }
                 // On a full link the bump adds PROBE_GAIN/2 RTT of this flow's data to the
