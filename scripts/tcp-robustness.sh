@@ -8,8 +8,10 @@
 # the joining flow's share (%), and how many of the 48 fall within BOUND (default 40-60).
 # DURATION=S runs S seconds instead, shares over the second half; RTTS="40 50 70" other RTTs
 # (sessions 17 and 18 used those three: 24 runs). LAB=path runs another spate-lab binary (an
-# experiment) instead of building this tree's.
-# Usage: [DURATION=S] [AGAINST=cubic|bbr] [RTTS=...] [LAB=path] scripts/tcp-robustness.sh [KIND] [BOUND_LOW BOUND_HIGH]
+# experiment) instead of building this tree's. UTC=S places the drain grid (`spate-lab sim
+# --utc-start`; default the simulator's own, 0.5 s): flows that drain on the grid meet the
+# competitor's cycles elsewhere at each placement.
+# Usage: [DURATION=S] [AGAINST=cubic|bbr] [RTTS=...] [UTC=S] [LAB=path] scripts/tcp-robustness.sh [KIND] [BOUND_LOW BOUND_HIGH]
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 kind="${1:-fair}"
@@ -71,7 +73,7 @@ $flow
 start_s = 0.0
 protocol = "$against"
 TOML
-            share=$("$lab" sim "$f" -q --json | python3 -c \
+            share=$("$lab" sim "$f" -q --json ${UTC:+--utc-start "$UTC"} | python3 -c \
                 'import json,sys; print(round(100 * json.load(sys.stdin)["flows"][0]["share"], 1))')
             row="$row $share |"
             runs=$((runs + 1))
