@@ -19,10 +19,13 @@
 #   SEEDS="1 2"         scenario seeds (`--seed`; they move only the BBR model; default as filed)
 #   BATCH=N             Spate sends N datagrams at once, as the real driver's UDP GSO does
 #                       (the scenario key `batch`; default 1, each paced on its own)
+#   POINTS="a b"        only these scenarios of scenarios/tcp, by name (default all 16; e.g.
+#                       "high-cubic-1bdp-together high-cubic-1bdp-tcp-first": the 32 runs of
+#                       tests/tcp.rs's `high_holds_its_share_..._at_every_start`)
 #   LAB=path            the spate-lab binary (default: build this tree's)
 #   JOBS=N              simulations at once (default 2)
 #
-# Usage: [SHIFTS=...] [UTCS=...] [SEEDS=...] [LAB=path] scripts/tcp-matrix.sh
+# Usage: [SHIFTS=...] [UTCS=...] [SEEDS=...] [POINTS=...] [LAB=path] scripts/tcp-matrix.sh
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 if [ -z "${LAB:-}" ]; then
@@ -40,6 +43,10 @@ for utc in ${UTCS:--}; do
     for seed in ${SEEDS:--}; do
         for shift in $shifts; do
             for f in "$here"/scenarios/tcp/{fair,high}-{cubic,bbr}-{1,4}bdp-{together,tcp-first}.toml; do
+                case " ${POINTS:-$(basename "$f" .toml)} " in
+                *" $(basename "$f" .toml) "*) ;;
+                *) continue ;;
+                esac
                 n=$((n + 1))
                 echo "$n $f $shift $utc $seed"
             done
