@@ -109,10 +109,10 @@
 //! simulator). The CUBIC law keeps its entry ("Entering" above): a flow that joined CUBIC late
 //! has a peak of only 22–33 Mbit/s, and in the runs measured then the drain read 100–109.
 //! In the emulator the twelve runs of the BBR 1×BDP points with this limit were all within
-//! the bounds (`fair` 41.4–59.0 %, `high` 68.0–74.2 %; `docs/design.md`, "Session 64"). In the simulator the paced matrix
-//! (`scripts/tcp-matrix.sh`) went from 17 to 15 BBR runs outside of 128 (above the bound 8 → 3),
-//! but with the driver's batches modelled from 18 to 22, all below: there the high seed mostly
-//! helped the flow climb.
+//! the bounds (`fair` 41.4–59.0 %, `high` 68.0–74.2 %; `docs/design.md`, "Session 64"). In
+//! the simulator the paced matrix (`scripts/tcp-matrix.sh`) went from 17 to 15 BBR runs
+//! outside of 128 (above the bound 8 → 3), but with the driver's batches modelled from 18 to
+//! 22, all below: there the high seed mostly helped the flow climb.
 
 use core::time::Duration;
 use std::collections::VecDeque;

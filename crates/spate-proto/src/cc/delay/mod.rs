@@ -237,7 +237,8 @@
 //! peak delivery of the last 30 s (two thirds for `high`), at most three times that peak
 //! (`capacity.rs`, "Entering"). Each drain of the mode also measures the bottleneck's
 //! capacity, by how fast the queue falls at its start, and neither law takes more than one
-//! competitor's fair share of it (`capacity.rs`; kept across the mode's spells). BBR's law starts from the rate the mode was entered with.
+//! competitor's fair share of it (`capacity.rs`; kept across the mode's spells). BBR's law
+//! starts from the rate the mode was entered with.
 //!
 //! Why it is off by default: the drain test needs the other Spate flows to drain at the same
 //! moment, which they do when their delay floors were taken together (flows that start
