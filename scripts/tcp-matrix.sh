@@ -15,7 +15,8 @@
 #
 #   SHIFTS="0 0.1 ..."  shifts of Spate's start, s (default 0 to 1.5 in steps of 0.1)
 #   UTCS="0 3"          where the drain grid falls (`spate-lab sim --utc-start`; default the
-#                       simulator's own, 0.5 s; flows with `compete` drain off the grid today)
+#                       simulator's own, 0.5 s; flows with `compete` confirm a competitor
+#                       at the grid, so their results move with it)
 #   SEEDS="1 2"         scenario seeds (`--seed`; they move only the BBR model; default as filed)
 #   BATCH=N             Spate sends N datagrams at once, as the real driver's UDP GSO does
 #                       (the scenario key `batch`; default 1, each paced on its own)

@@ -453,8 +453,10 @@ struct RateArgs {
     min_rate: Option<u64>,
     /// With --policy fair or high: when loss-based TCP (CUBIC, Reno) fills the bottleneck's
     /// buffer, compete with it for a fair share (high: about two) instead of yielding.
-    /// Experimental: other Spate flows that started at different times can be taken for such
-    /// traffic; see docs/design.md, "Sharing with TCP". The progress line shows when it
+    /// Experimental: it competes when a drain at one of the instants all Spate flows drain at
+    /// (every 8 s of UTC, so hosts need synchronised clocks) finds the queue still standing,
+    /// and other Spate flows that started at different times are still taken for such traffic
+    /// now and then; see docs/design.md, "Sharing with TCP". The progress line shows when it
     /// competes, and the summary for how long.
     #[arg(long)]
     compete: bool,

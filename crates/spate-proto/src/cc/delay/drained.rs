@@ -7,14 +7,41 @@
 //! [`FLAT_AFTER`] of the slow half and the highest over the rest ([`DrainReadings`]).
 //! [`Drained::judge`] turns those readings into the verdict that decides the mode, and
 //! `Delay::after_drain` acts on it.
+//!
+//! # Suspect, then confirm
+//!
+//! ```text
+//! standing drain, delay mode    suspect: hold the floor, start nothing until the next
+//!                               grid instant, then drain (judged from any queue ≥ 2 ms)
+//! that grid drain standing      enter the competitive mode
+//! ... emptied or bottomed       drop the suspicion (also: a queue under 2 ms to judge)
+//! enter at once instead         a judged grid drain that stands; a standing drain after
+//!                               a judged grid drain that stood; a standing drain whose
+//!                               bottom holds 4 α at the capacity (RESIDUE_ENTERS)
+//! ```
+//!
+//! A drain that misses the other Spate flows' drains leaves their queue standing, and reads
+//! like a competitor's: with every flow entering at its first standing drain, 19 of the 36
+//! runs of Spate flows alone in `experiments/s51-drain-grid/spate-grid.sh` had a flow
+//! competing (1240 flow-seconds, Jain 0.936 against 0.975). At a grid instant every Spate
+//! flow drains and their queue empties; a buffer-filling competitor's does not. So a
+//! standing drain off the grid only raises a suspicion, and the drain at the next grid
+//! instant decides: 3 runs, 139 flow-seconds, Jain 0.977 (`docs/design.md`, "Session 68";
+//! over five placements of the grid 2–10 runs, mean Jain 0.961). While suspecting, the flow
+//! holds its delay floor (it would expire into the competitor's queue by the instant) and
+//! starts no probe, so that its drain at the instant starts from a settled queue.
+//!
+//! Waiting costs up to a grid period of entry next to TCP, which runs that must converge
+//! within 60 s pay: the fast paths above win most of it back (`tcp-robustness.sh`, 192 runs:
+//! 172 within bounds, 174 entering at once; at 180 s 188 against 184).
 
 use core::time::Duration;
 
 use super::capacity::Capacity;
 use super::compete::Compete;
 use super::{
-    depth, Delay, Mode, COMPETE_DRAIN_EVERY, DRAINS_TO_COMPETE, DRAINS_TO_LEAVE, JUDGE_EVERY,
-    STALE_QUEUE_NOISE,
+    depth, Delay, Mode, Suspicion, COMPETE_DRAIN_EVERY, DRAINS_TO_COMPETE, DRAINS_TO_LEAVE,
+    JUDGE_EVERY, READING_KEPT, RESIDUE_ENTERS, STALE_QUEUE_NOISE,
 };
 use crate::time::Instant;
 
@@ -66,6 +93,21 @@ pub(super) enum Drained {
     /// Standing and still falling at the end of the slow half, or held near the top of the
     /// buffer: someone else's queue.
     Standing,
+}
+
+/// What a judged drain found, for `Delay::after_drain`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct DrainEnd {
+    /// How it left the queue.
+    pub(super) outcome: Drained,
+    /// The path's capacity by the bits it removed over how far the queue fell, bits/s.
+    pub(super) by_removal: Option<f64>,
+    /// This flow's share of the bottleneck by how fast the queue fell at its start.
+    pub(super) share_by_fall: Option<f64>,
+    /// The lowest queue it saw, seconds.
+    pub(super) bottom: f64,
+    /// A judged grid drain: it decides a suspicion (module doc).
+    pub(super) confirms: bool,
 }
 
 /// The queueing delays, seconds, a probe saw before it and from one RTT after its start on
@@ -152,17 +194,35 @@ impl Drained {
 }
 
 impl Delay {
-    /// A drain ended: a queue it could not empty belongs to someone who does not yield.
+    /// A drain ended: a queue it could not empty belongs to someone who does not yield, once
+    /// a drain at a grid instant has confirmed it (module doc).
     pub(super) fn after_drain(
         &mut self,
         now: Instant,
-        outcome: Drained,
-        capacity: Option<f64>,
+        end: DrainEnd,
         srtt: Duration,
         q: f64,
         floor: i64,
     ) {
         let competing = self.is_competing();
+        let (outcome, mut by_removal) = (end.outcome, end.by_removal);
+        if !competing && self.compete_as > 0.0 {
+            if end.confirms {
+                self.grid_stood = outcome == Drained::Standing;
+                let suspicion = self.suspect.take();
+                if outcome != Drained::Standing {
+                    self.failed_drains = 0;
+                    return;
+                }
+                by_removal = by_removal.or(suspicion.and_then(|s| s.by_removal));
+            } else if outcome == Drained::Standing
+                && !self.grid_stood
+                && !self.residue_enters(now, &end)
+            {
+                self.suspect.get_or_insert(Suspicion { by_removal, floor });
+                return;
+            }
+        }
         match outcome {
             // A delay floor the path left behind (a handover to a longer path): not a
             // competitor, and nothing to judge until the floor has aged out. Within
@@ -192,6 +252,10 @@ impl Delay {
             // competitors the window law brings it down, cut by cut.
             let n = self.compete_as;
             let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
+            let capacity = Capacity::at_entry(self.rate, by_removal, end.share_by_fall).or(self
+                .drain_reading
+                .filter(|&(t, _)| now.saturating_since(t) <= READING_KEPT)
+                .map(|(_, c)| c));
             let share = Capacity::entry_share(capacity, peak, n);
             // The deepest queue of the last seconds: the buffer, if the competitor has
             // overflowed it since.
@@ -209,6 +273,17 @@ impl Delay {
                 next_drain: now + COMPETE_DRAIN_EVERY,
             };
         }
+    }
+}
+
+impl Delay {
+    /// Whether a standing drain's `end` left so much queue at its bottom that no Spate flow's
+    /// α explains it ([`RESIDUE_ENTERS`]), read at the capacity the drain measured or the
+    /// flow's peak delivery, whichever is larger.
+    fn residue_enters(&mut self, now: Instant, end: &DrainEnd) -> bool {
+        let peak = self.peak_delivery.get(now).unwrap_or(0) as f64;
+        let capacity = end.by_removal.unwrap_or(0.0).max(peak);
+        end.bottom * capacity >= RESIDUE_ENTERS * self.alpha_bits
     }
 }
 
@@ -238,6 +313,90 @@ mod tests {
         }
         // Read over the first 50 ms (half the queue's 100 ms), not the whole probe.
         assert_eq!(readings(0.5).fall_to.map(|(y, _)| y), Some(0.05));
+    }
+
+    /// A judged drain's end: `outcome`, a 100 Mbit/s reading, a queue of `bottom` seconds
+    /// left, deciding a suspicion if `confirms`.
+    fn end(outcome: Drained, bottom: f64, confirms: bool) -> DrainEnd {
+        DrainEnd {
+            outcome,
+            by_removal: Some(100e6),
+            share_by_fall: None,
+            bottom,
+            confirms,
+        }
+    }
+
+    /// A `fair` flow at 50 Mbit/s that may compete, and a drain's end for it at `secs`.
+    fn fair() -> Delay {
+        let mut c = Delay::new(75_000, 0, 0).competing_as(1.0);
+        c.rate = 50e6;
+        c
+    }
+
+    fn drained(c: &mut Delay, secs: u64, end: DrainEnd) {
+        let t = Instant::from_millis(secs * 1000);
+        c.after_drain(t, end, Duration::from_millis(50), 0.01, 25_000);
+    }
+
+    // α is 600 000 bits: at 100 Mbit/s 6 ms of queue, so 4 α is 24 ms.
+    const SMALL: f64 = 0.005;
+
+    #[test]
+    fn a_standing_drain_is_a_suspicion_until_a_grid_drain_confirms_it() {
+        let mut c = fair();
+        drained(&mut c, 10, end(Drained::Standing, SMALL, false));
+        assert!(!c.is_competing());
+        assert_eq!(c.suspect.map(|s| s.floor), Some(25_000));
+        // A second standing drain before the instant keeps the first suspicion.
+        drained(&mut c, 12, end(Drained::Standing, SMALL, false));
+        assert!(!c.is_competing());
+        drained(&mut c, 16, end(Drained::Standing, SMALL, true));
+        assert!(c.is_competing());
+        assert_eq!(c.suspect, None);
+    }
+
+    #[test]
+    fn a_grid_drain_that_empties_the_queue_drops_the_suspicion() {
+        for outcome in [Drained::Emptied, Drained::Bottomed] {
+            let mut c = fair();
+            drained(&mut c, 10, end(Drained::Standing, SMALL, false));
+            drained(&mut c, 16, end(outcome, SMALL, true));
+            assert!(!c.is_competing(), "{outcome:?}");
+            assert_eq!(c.suspect, None);
+            // And the next standing drain is a suspicion again, not an entry.
+            drained(&mut c, 20, end(Drained::Standing, SMALL, false));
+            assert!(!c.is_competing(), "{outcome:?}");
+            assert!(c.suspect.is_some());
+        }
+    }
+
+    #[test]
+    fn some_standing_drains_enter_at_once() {
+        // A judged grid drain needs no confirmation.
+        let mut c = fair();
+        drained(&mut c, 16, end(Drained::Standing, SMALL, true));
+        assert!(c.is_competing());
+        // Nor a standing drain after a judged grid drain that stood.
+        let mut c = fair();
+        c.grid_stood = true;
+        drained(&mut c, 10, end(Drained::Standing, SMALL, false));
+        assert!(c.is_competing());
+        // Nor one that left more than 4 α standing (24 ms at 100 Mbit/s), but 4 α is needed.
+        let mut c = fair();
+        drained(&mut c, 10, end(Drained::Standing, 0.023, false));
+        assert!(!c.is_competing());
+        let mut c = fair();
+        drained(&mut c, 10, end(Drained::Standing, 0.025, false));
+        assert!(c.is_competing());
+    }
+
+    #[test]
+    fn a_flow_that_may_not_compete_suspects_nothing() {
+        let mut c = Delay::new(75_000, 0, 0);
+        drained(&mut c, 10, end(Drained::Standing, 0.1, true));
+        assert!(!c.is_competing());
+        assert_eq!(c.suspect, None);
     }
 
     #[test]

@@ -44,8 +44,12 @@
 //! 100 Mbit/s with every start shifted eight ways (144 runs): queue p50 24.0 → 18.0 ms, Jain
 //! 0.9960 → 0.9947, runs below 0.95 0 → 2 (`docs/design.md`, "Session 54"). Where the
 //! instants fall among the joins decides single runs, so tests judge the grid over several
-//! placements (`utc_start_s` in a scenario). A flow that may compete (`--compete`) keeps
-//! draining by floor age: its competitive mode was tuned with that schedule.
+//! placements (`utc_start_s` in a scenario).
+//!
+//! A flow that may compete (`--compete`) drains on the grid in the delay mode too, even when
+//! not steady, and the grid is where it confirms a competitor (`drained.rs`, "Suspect, then
+//! confirm"): at an instant every Spate flow drains and their queue empties, a competitor's
+//! does not. Its competitive mode drains by its own clock (`COMPETE_DRAIN_EVERY`).
 
 use core::time::Duration;
 
@@ -97,6 +101,11 @@ impl DrainGrid {
     pub(super) fn started(&mut self, now: Instant) {
         self.next = self.after(now);
         self.first = false;
+    }
+
+    /// How long after the instant due `now` is (zero before it).
+    pub(super) fn late(&self, now: Instant) -> Duration {
+        now.saturating_since(self.next)
     }
 
     /// No drain has started yet.

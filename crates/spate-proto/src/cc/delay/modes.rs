@@ -45,10 +45,39 @@ pub(super) const JUDGED_FROM: f64 = 0.002;
 pub(super) const BOTTOM_PEAK_WINDOW: Duration = Duration::from_secs(30);
 /// Competitive mode drains this often to see whether the competitor is still there.
 pub(super) const COMPETE_DRAIN_EVERY: Duration = Duration::from_secs(8);
+/// A drain at a grid instant is judged only when it starts within this of the instant
+/// (`grid.rs`): flows start their grid drains at their first report after it, a report gap
+/// (10 ms) apart at most, so a drain this late is not one the other Spate flows share, and
+/// their queue would stand through it.
+pub(super) const GRID_JUDGED_LATE: Duration = Duration::from_millis(25);
+/// A standing drain enters the competitive mode at once, without waiting for a grid drain to
+/// confirm it, when the queue left at its bottom holds this many of the flow's α at the
+/// path's capacity. Spate flows each hold α, and a drain that missed theirs leaves about
+/// that much per flow; a buffer-filling competitor holds up to its buffer (1×BDP at
+/// 100 Mbit/s, 50 ms: 8 α). With 4, `fair` and `high` kept within their bounds next to TCP in
+/// 172 of 192 runs of `tcp-robustness.sh` (8 α: 167; without this: 162), for one more run of
+/// 36 with a false entry in the Spate-only grid (3 against 2; `experiments/s68-confirm`).
+pub(super) const RESIDUE_ENTERS: f64 = 4.0;
+/// A delay-mode drain's reading of the path's capacity is remembered this long, seconds: a
+/// flow whose entering drain read none enters from it (the queue it removed was too small to
+/// measure, `JUDGED_FROM / 4`).
+pub(super) const READING_KEPT: Duration = Duration::from_secs(30);
 
 /// Window of the peak delivery rate, one of the two capacity estimates a flow entering
 /// competitive mode starts its share from (the other is the drain's).
 pub(super) const PEAK_WINDOW: Duration = Duration::from_secs(30);
+
+/// A judged drain in the delay mode left the queue standing: the flow suspects a
+/// buffer-filling competitor and confirms it at the next grid instant (`drained.rs`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Suspicion {
+    /// The capacity the drain read from the queue it removed, bits/s: the entry's reading if
+    /// the confirming drain reads none.
+    pub(super) by_removal: Option<f64>,
+    /// The delay floor when it was raised, µs: held until it is confirmed or dropped, not
+    /// left to expire into the competitor's standing queue.
+    pub(super) floor: i64,
+}
 
 /// Which way the controller shares the bottleneck.
 #[derive(Debug, Clone)]

@@ -108,6 +108,7 @@ impl Delay {
             q_max: s.q,
             d_max: 0.0,
             judged: false,
+            confirms: false,
             lost: false,
             pinned: None,
             rtt0: s.rtt,

@@ -54,6 +54,9 @@ pub(super) enum Probe {
         d_max: f64,
         /// A drain whose outcome decides the mode.
         judged: bool,
+        /// A judged drain at a grid instant: it confirms a suspected competitor or drops the
+        /// suspicion (`drained.rs`).
+        confirms: bool,
         /// This flow reported loss about the probe's packets.
         lost: bool,
         /// The RTT when the probe started. Reports about the first half arrive by `rtt0 +

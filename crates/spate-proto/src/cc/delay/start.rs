@@ -15,7 +15,7 @@ use super::share::alone_weight;
 use super::{
     delivery_window, Delay, DrainReadings, Mode, BUMP_PACKETS, DRAIN_AFTER, DRAIN_MARGIN,
     DRAIN_MARGIN_QUEUE, DRAIN_MAX_HALF, FIRST_DRAIN_ALPHAS, FULL_STABLE, FULL_STABLE_WINDOWS,
-    JUDGED_FROM, JUDGED_MARGIN, JUDGE_EVERY, PROBE_BUMP, PROBE_GAIN,
+    GRID_JUDGED_LATE, JUDGED_FROM, JUDGED_MARGIN, JUDGE_EVERY, PROBE_BUMP, PROBE_GAIN,
 };
 use crate::time::Instant;
 
@@ -36,52 +36,79 @@ impl Delay {
         next: Instant,
     ) {
         let floor_age = self.base_owd.age(now).unwrap_or_default();
+        let competing = self.is_competing();
+        // Whether this drain falls at a grid instant (`grid.rs`).
+        let mut on_grid = false;
         let kind = if let Mode::Competitive { next_drain, .. } = self.mode {
             if now < next_drain {
                 return;
             }
             ProbeKind::Drain
-        } else if floor_age >= DRAIN_AFTER
-            || (self.compete_as == 0.0 && self.grid.due(now, floor_age))
-        {
+        } else if self.suspect.is_some() {
+            // A suspected competitor is confirmed at the next grid instant, whatever the
+            // floor's age; until then the flow starts nothing else (`drained.rs`).
+            if !self.grid.due(now, Duration::MAX) {
+                return;
+            }
+            on_grid = true;
             ProbeKind::Drain
-        } else if now >= next {
-            ProbeKind::Stale
         } else {
-            return;
+            on_grid = self.grid.due(now, floor_age);
+            if floor_age >= DRAIN_AFTER || on_grid {
+                ProbeKind::Drain
+            } else if now >= next {
+                ProbeKind::Stale
+            } else {
+                return;
+            }
         };
+        // A flow that may compete drains at a grid instant even when it is not steady: the
+        // other Spate flows drain then, and a drain later would leave their queue standing.
+        let confirming = self.suspect.is_some() && on_grid;
+        let may_start = may_start || confirming || (on_grid && self.compete_as > 0.0);
         let (true, Some(d0)) = (may_start, d) else {
             return;
         };
         let q0 = self.queue_over_rtt(now, q);
         // Only a flow that may compete judges its drains (and holds the queue empty
         // a little longer for it); the others take a margin for the flows draining with
-        // them unless they are alone ([`DRAIN_MARGIN_QUEUE`]).
+        // them unless they are alone ([`DRAIN_MARGIN_QUEUE`]). A drain that confirms a
+        // suspicion is judged whenever it starts from a queue; of the other grid drains only
+        // those that start on time and are not the flow's first ([`GRID_JUDGED_LATE`]):
+        // a first drain's floor may hold the others' queue, and a late one drains alone.
         let judged = self.compete_as > 0.0
             && kind == ProbeKind::Drain
             && q0 >= JUDGED_FROM
-            && self
-                .last_judged
-                .is_none_or(|t| now.saturating_since(t) >= JUDGE_EVERY);
+            && (confirming
+                || self
+                    .last_judged
+                    .is_none_or(|t| now.saturating_since(t) >= JUDGE_EVERY)
+                    && (!on_grid || !self.grid.first() && self.grid.late(now) <= GRID_JUDGED_LATE));
         if judged {
             self.last_judged = Some(now);
+        }
+        // A judged grid drain decides a suspicion, whether one was raised or not; a
+        // confirming drain that cannot be judged (the queue is gone) drops it.
+        let confirms = judged && on_grid;
+        if confirming && !judged {
+            self.suspect = None;
         }
 
         let margin = if judged {
             JUDGED_MARGIN
-        } else if self.compete_as == 0.0 && !self.share.is_some_and(|s| s.alone()) {
+        } else if !competing && !self.share.is_some_and(|s| s.alone()) {
             DRAIN_MARGIN.max(DRAIN_MARGIN_QUEUE * q)
         } else {
             DRAIN_MARGIN
         };
         // A flow's first drain lasts as long as the others' may, unless its probes
-        // have shown it alone (a flow that may compete drains off the grid, as it
-        // was tuned). A latecomer's floor holds the others' queue, so its own reads
-        // short (`grid.rs`). n flows that share equally hold n·α = α/(C/n) seconds,
-        // this flow's α at its fair rate; a latecomer runs at up to twice that rate,
-        // hence 4α/rate for twice the queue, up to an RTT.
+        // have shown it alone (the competitive mode's drains are its own). A latecomer's
+        // floor holds the others' queue, so its own reads short (`grid.rs`). n flows that
+        // share equally hold n·α = α/(C/n) seconds, this flow's α at its fair rate; a
+        // latecomer runs at up to twice that rate, hence 4α/rate for twice the queue, up
+        // to an RTT.
         let stretch = (kind == ProbeKind::Drain
-            && self.compete_as == 0.0
+            && !competing
             && self.grid.first()
             && alone_weight(self.share.map(|s| s.smoothed)) < 1.0)
             .then(|| {
@@ -171,6 +198,7 @@ impl Delay {
             q_max: q,
             d_max: 0.0,
             judged,
+            confirms,
             lost: false,
             pinned,
             rtt0: rtt,

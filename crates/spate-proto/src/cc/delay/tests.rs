@@ -140,6 +140,7 @@ fn a_probe_is_not_held_into_a_step_down() {
             q_max: 0.001,
             d_max: 0.0,
             judged: false,
+            confirms: false,
             lost: false,
             rtt0: 74 * MS,
             pinned: None,
