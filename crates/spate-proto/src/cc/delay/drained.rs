@@ -40,8 +40,8 @@ use core::time::Duration;
 use super::capacity::Capacity;
 use super::compete::Compete;
 use super::{
-    depth, Delay, Mode, Suspicion, COMPETE_DRAIN_EVERY, DRAINS_TO_COMPETE, DRAINS_TO_LEAVE,
-    JUDGE_EVERY, READING_KEPT, RESIDUE_ENTERS, STALE_QUEUE_NOISE,
+    depth, Delay, Mode, Suspicion, COMPETE_DRAIN_EVERY, DRAINS_TO_LEAVE, JUDGE_EVERY, READING_KEPT,
+    RESIDUE_ENTERS, STALE_QUEUE_NOISE,
 };
 use crate::time::Instant;
 
@@ -211,7 +211,6 @@ impl Delay {
                 self.grid_stood = outcome == Drained::Standing;
                 let suspicion = self.suspect.take();
                 if outcome != Drained::Standing {
-                    self.failed_drains = 0;
                     return;
                 }
                 by_removal = by_removal.or(suspicion.and_then(|s| s.by_removal));
@@ -230,7 +229,6 @@ impl Delay {
             Drained::Bottomed if !competing => return,
             Drained::Bottomed | Drained::Standing => {}
             Drained::Emptied => {
-                self.failed_drains = 0;
                 self.emptied_drains += 1;
                 if let Mode::Competitive { next_drain, .. } = &mut self.mode {
                     if self.emptied_drains >= DRAINS_TO_LEAVE {
@@ -244,10 +242,9 @@ impl Delay {
             }
         }
         self.emptied_drains = 0;
-        self.failed_drains += 1;
         if let Mode::Competitive { next_drain, .. } = &mut self.mode {
             *next_drain = now + COMPETE_DRAIN_EVERY;
-        } else if self.compete_as > 0.0 && self.failed_drains >= DRAINS_TO_COMPETE {
+        } else if self.compete_as > 0.0 {
             // Start from the share of one competitor's worth (the common case); with more
             // competitors the window law brings it down, cut by cut.
             let n = self.compete_as;
@@ -274,9 +271,7 @@ impl Delay {
             };
         }
     }
-}
 
-impl Delay {
     /// Whether a standing drain's `end` left so much queue at its bottom that no Spate flow's
     /// α explains it ([`RESIDUE_ENTERS`]), read at the capacity the drain measured or the
     /// flow's peak delivery, whichever is larger.

@@ -289,9 +289,9 @@ use drained::{DrainEnd, DrainReadings, Drained, FLAT_AFTER};
 pub use filters::{BitTally, DeliveryRate, LossFraction, RateHistory, WindowedMax, WindowedMin};
 use grid::DrainGrid;
 use modes::{
-    depth, Mode, Suspicion, BOTTOM_PEAK_WINDOW, COMPETE_DRAIN_EVERY, DRAINS_TO_COMPETE,
-    DRAINS_TO_LEAVE, GRID_JUDGED_LATE, JUDGED_FROM, JUDGED_MARGIN, JUDGE_EVERY, PEAK_WINDOW,
-    QUEUE_PEAK_WINDOW, READING_KEPT, RESIDUE_ENTERS,
+    depth, Mode, Suspicion, BOTTOM_PEAK_WINDOW, COMPETE_DRAIN_EVERY, DRAINS_TO_LEAVE,
+    GRID_JUDGED_LATE, JUDGED_FROM, JUDGED_MARGIN, JUDGE_EVERY, PEAK_WINDOW, QUEUE_PEAK_WINDOW,
+    READING_KEPT, RESIDUE_ENTERS,
 };
 use overshoot::Step;
 use probe::{Probe, ProbeKind};
@@ -604,8 +604,6 @@ pub struct Delay {
     /// `fair` and `high`.
     scavenge: Option<Scavenge>,
     mode: Mode,
-    /// Drains in a row that left the queue standing.
-    failed_drains: u32,
     /// Drains in a row that emptied it.
     emptied_drains: u32,
     /// Deepest delay level (delay floor plus queue, µs, as `compete.rs` keeps them) of the
@@ -698,7 +696,6 @@ impl Delay {
             compete_as: 0.0,
             scavenge: None,
             mode: Mode::Delay,
-            failed_drains: 0,
             emptied_drains: 0,
             level_peak: WindowedMax::new(QUEUE_PEAK_WINDOW),
             level_peak_long: WindowedMax::new(BOTTOM_PEAK_WINDOW),

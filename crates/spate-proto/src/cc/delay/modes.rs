@@ -3,8 +3,9 @@
 //!
 //! The delay mode is the module's law (`mod.rs`); the competitive mode runs a paced CUBIC
 //! window or BBR's own law (`compete.rs`, `follow.rs`). A flow enters the competitive mode
-//! when a judged drain leaves the queue standing and leaves it when two judged drains in a
-//! row empty it (`drained.rs`); `start.rs` decides which drains are judged. This file keeps
+//! when a judged drain leaves the queue standing and a drain at the next grid instant
+//! confirms it (or at once, in the cases `drained.rs` lists), and leaves it when two judged
+//! drains in a row empty it (`drained.rs`); `start.rs` decides which drains are judged. This file keeps
 //! the constants of those decisions, the deepest queues they compare with, and the watch for
 //! BBR's ProbeRTT (`dips.rs`) that makes the mode follow BBR's law.
 
@@ -15,8 +16,6 @@ use super::filters::WindowedMax;
 use super::{Delay, Probe, RateSample};
 use crate::time::Instant;
 
-/// Judged drains in a row that must leave the queue standing before the flow competes.
-pub(super) const DRAINS_TO_COMPETE: u32 = 1;
 /// Judged drains in a row that must empty the queue before a competing flow returns to the
 /// delay mode: one may just meet the trough after the competitor's cut.
 pub(super) const DRAINS_TO_LEAVE: u32 = 2;

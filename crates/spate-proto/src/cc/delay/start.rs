@@ -80,10 +80,11 @@ impl Delay {
             && kind == ProbeKind::Drain
             && q0 >= JUDGED_FROM
             && (confirming
-                || self
+                || (self
                     .last_judged
                     .is_none_or(|t| now.saturating_since(t) >= JUDGE_EVERY)
-                    && (!on_grid || !self.grid.first() && self.grid.late(now) <= GRID_JUDGED_LATE));
+                    && (!on_grid
+                        || (!self.grid.first() && self.grid.late(now) <= GRID_JUDGED_LATE))));
         if judged {
             self.last_judged = Some(now);
         }
