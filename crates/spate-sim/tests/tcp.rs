@@ -114,15 +114,16 @@ fn spate_share(name: &str) -> (f64, f64) {
 /// Spate's share (each scenario's first flow) in each of `scenarios`, the runs split between
 /// two threads.
 fn spate_shares(scenarios: &[Scenario]) -> Vec<f64> {
-    let share = |s: &Scenario| {
-        run(s, &mut |_| {}).unwrap().report.flows[0]
-            .share
-            .expect("share")
-    };
+    reports(scenarios, |r| r.flows[0].share.expect("share"))
+}
+
+/// `read` of the report of each of `scenarios`, in order, the runs split between two threads.
+fn reports<T: Send>(scenarios: &[Scenario], read: impl Fn(Report) -> T + Sync) -> Vec<T> {
+    let one = |s: &Scenario| read(run(s, &mut |_| {}).unwrap().report);
     let (first, second) = scenarios.split_at(scenarios.len() / 2);
     std::thread::scope(|t| {
-        let other = t.spawn(|| first.iter().map(share).collect::<Vec<_>>());
-        let mine: Vec<_> = second.iter().map(share).collect();
+        let other = t.spawn(|| first.iter().map(one).collect::<Vec<_>>());
+        let mine: Vec<_> = second.iter().map(one).collect();
         let mut all = other.join().unwrap();
         all.extend(mine);
         all
@@ -325,25 +326,21 @@ fn spate_flows_that_join_apart_confirm_a_competitor_at_the_grid() {
             .join("../../experiments/s65-verify/emu/four-compete-3s.toml"),
     )
     .unwrap();
-    let placements: Vec<_> = (0..8u64).collect();
-    let one = |u: &u64| {
-        let s = Scenario::parse(&text)
-            .unwrap()
-            .with_utc_start(Duration::from_secs(*u));
-        let r = run(&s, &mut |_| {}).unwrap().report;
+    let scenarios: Vec<_> = (0..8u64)
+        .map(|u| {
+            Scenario::parse(&text)
+                .unwrap()
+                .with_utc_start(Duration::from_secs(u))
+        })
+        .collect();
+    // (Jain, flow-seconds competing), by placement.
+    let runs = reports(&scenarios, |r| {
         let competing: f64 = r.flows.iter().filter_map(|f| f.competitive_mode_s).sum();
-        (*u, r.fairness_jain.expect("jain"), competing)
-    };
-    let runs = std::thread::scope(|t| {
-        let (a, b) = placements.split_at(4);
-        let other = t.spawn(|| a.iter().map(one).collect::<Vec<_>>());
-        let mut all: Vec<_> = b.iter().map(one).collect();
-        all.extend(other.join().unwrap());
-        all
+        (r.fairness_jain.expect("jain"), competing)
     });
-    let quiet = runs.iter().filter(|r| r.2 <= 2.0).count();
-    let total: f64 = runs.iter().map(|r| r.2).sum();
-    assert!(runs.iter().all(|r| r.1 >= 0.8), "{runs:?}");
+    let quiet = runs.iter().filter(|r| r.1 <= 2.0).count();
+    let total: f64 = runs.iter().map(|r| r.1).sum();
+    assert!(runs.iter().all(|r| r.0 >= 0.8), "{runs:?}");
     assert!(quiet >= 4 && total <= 300.0, "{runs:?}");
 }
 
