@@ -912,7 +912,7 @@ impl Delay {
                 });
                 // Competitive mode's drains also measure the bottleneck (`capacity.rs`).
                 if let (ProbeKind::Drain, Some(share), true) = (*kind, share_by_fall, competing) {
-                    self.capacity.drained(now, self.rate, *d0, share);
+                    self.capacity.drained(now, self.rate, *d0, share, gains.0);
                 }
                 // On a full link the bump adds PROBE_GAIN/2 RTT of this flow's data to the
                 // queue (0.6 ms for one of four flows at 50 ms); on an idle one, nothing.
