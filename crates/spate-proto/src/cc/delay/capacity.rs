@@ -202,28 +202,28 @@ impl Capacity {
     /// sent `gain` of the rate, measured this flow's share of the bottleneck as `share`
     /// (`drained.rs`, which assumes the slow half removed `(1 − gain)·rate`) at `now`.
     pub fn drained(&mut self, now: Instant, rate: f64, delivered: f64, share: f64, gain: f64) {
-        // Overflowing, the flow removed `delivered − gain·rate` (module doc): its share of
-        // what the bottleneck admitted, read by the same fall.
-        let (rate, share) = if rate > (1.0 + STEADY) * delivered {
-            let fall = share * (1.0 - gain);
+        // The capacity, and the share of it the sample is judged by.
+        let (capacity, share) = if rate > (1.0 + STEADY) * delivered {
+            // Overflowing, the slow half removed `delivered − gain·rate` of what the bottleneck
+            // admitted (module doc), at the fall's speed `share·(1 − gain)`.
             let removed = delivered - gain * rate;
-            let by_rate = if removed > MIN_REMOVED * delivered {
-                rate * fall / removed
-            } else {
-                0.0
-            };
-            (delivered, by_rate * delivered / rate)
+            if removed <= MIN_REMOVED * delivered {
+                return;
+            }
+            let capacity = removed / (share * (1.0 - gain));
+            (capacity, delivered / capacity)
+        } else if rate > 0.0 && (delivered / rate - 1.0).abs() <= STEADY {
+            (rate / share, share)
         } else {
-            (rate, share)
+            return;
         };
-        let steady = rate > 0.0 && (delivered / rate - 1.0).abs() <= STEADY;
-        if !steady || !(MIN_SHARE..=MAX_SHARE).contains(&share) {
+        if !(MIN_SHARE..=MAX_SHARE).contains(&share) {
             return;
         }
         if self.samples.len() == SAMPLES {
             self.samples.pop_back();
         }
-        self.samples.push_front((now, rate / share));
+        self.samples.push_front((now, capacity));
     }
 
     /// A report of competitive mode: queueing delay `q` and smoothed RTT `rtt` (s).

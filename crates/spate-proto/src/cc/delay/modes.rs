@@ -5,9 +5,9 @@
 //! window or BBR's own law (`compete.rs`, `follow.rs`). A flow enters the competitive mode
 //! when a judged drain leaves the queue standing and a drain at the next grid instant
 //! confirms it (or at once, in the cases `drained.rs` lists), and leaves it when two judged
-//! drains in a row empty it (`drained.rs`); `start.rs` decides which drains are judged. This file keeps
-//! the constants of those decisions, the deepest queues they compare with, and the watch for
-//! BBR's ProbeRTT (`dips.rs`) that makes the mode follow BBR's law.
+//! drains in a row empty it (`drained.rs`); `start.rs` decides which drains are judged. This
+//! file keeps the constants of those decisions, the deepest queues they compare with, and the
+//! watch for BBR's ProbeRTT (`dips.rs`) that makes the mode follow BBR's law.
 
 use core::time::Duration;
 
