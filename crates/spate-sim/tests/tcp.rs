@@ -5,12 +5,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use spate_sim::{run, Report, Scenario};
+use spate_sim::{run, Report, Scenario, SimResult};
+
+/// The scenario `text`, run: its report and time series.
+fn sim_run(text: &str) -> SimResult {
+    run(&Scenario::parse(text).unwrap(), &mut |_| {}).unwrap()
+}
 
 fn sim(text: &str) -> Report {
-    run(&Scenario::parse(text).unwrap(), &mut |_| {})
-        .unwrap()
-        .report
+    sim_run(text).report
 }
 
 /// `scenarios/tcp/NAME`, parsed.
@@ -67,10 +70,7 @@ fn the_tcp_model_follows_the_response_functions_on_lossy_paths() {
 /// after 10 s, so a Spate flow joining it met a queue the kernel never shows.
 #[test]
 fn the_cubic_model_fills_a_deep_buffer_as_the_kernel_does() {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios/tcp/validate-cubic-deep.toml");
-    let text = std::fs::read_to_string(&p).unwrap();
-    let out = run(&Scenario::parse(&text).unwrap(), &mut |_| {}).unwrap();
+    let out = run(&scenario("validate-cubic-deep.toml"), &mut |_| {}).unwrap();
     let first_drop = out
         .series
         .rows
@@ -207,7 +207,7 @@ fn low_gives_way_to_cubic_in_a_short_buffer_and_takes_the_link_when_it_leaves() 
                 at_s = 0.0\nrate_mbps = 10.0\nrtt_ms = 20.0\nqueue_ms = 20.0\n[[flow]]\n\
                 start_s = 5.0\npolicy = \"low\"\n[[flow]]\nprotocol = \"cubic\"\n\
                 bytes = 30000000\n";
-    let out = run(&Scenario::parse(text).unwrap(), &mut |_| {}).unwrap();
+    let out = sim_run(text);
     let done = out.report.flows[1].completion_s.expect("cubic finishes");
     assert!(done < 40.0, "{done}");
     // Mean goodput of `low` and queue, over [from, to) s.
@@ -250,7 +250,7 @@ fn competing_flows_return_to_the_delay_mode_when_cubic_leaves() {
     let text = "name = \"leaves\"\nseed = 1\nduration_s = 90.0\n[[path.phase]]\nat_s = 0.0\n\
                 rate_mbps = 100.0\nrtt_ms = 50.0\nqueue_ms = 50.0\n[[flow]]\ncompete = true\n\
                 [[flow]]\nprotocol = \"cubic\"\nbytes = 300000000\n";
-    let out = run(&Scenario::parse(text).unwrap(), &mut |_| {}).unwrap();
+    let out = sim_run(text);
     assert!(out.report.flows[0].competitive_mode_s.unwrap() > 20.0);
     let done = out.report.flows[1].completion_s.expect("cubic finishes");
     assert!(done < 70.0, "{done}");
@@ -456,14 +456,12 @@ fn a_batching_sender_competes_as_a_paced_one() {
 /// longer read (`cc/delay/capacity.rs`, "Entering"): 66 %, CUBIC never below 5 Mbit/s.
 #[test]
 fn a_flow_that_enters_from_a_tiny_share_does_not_take_the_link() {
-    let s = Scenario::parse(
+    let out = sim_run(
         "name = \"high and cubic together, 4xBDP, 70 ms\"\nseed = 1\nduration_s = 60.0\n\
          fairness_from_s = 30.0\n[[path.phase]]\nat_s = 0.0\nrate_mbps = 100.0\nrtt_ms = 70.0\n\
          queue_ms = 280.0\n[[flow]]\npolicy = \"high\"\ncompete = true\n[[flow]]\n\
          protocol = \"cubic\"\n",
-    )
-    .unwrap();
-    let out = run(&s, &mut |_| {}).unwrap();
+    );
     let share = out.report.flows[0].share.expect("share");
     assert!((0.55..=0.75).contains(&share), "high: {share}");
     let starved = out
@@ -493,7 +491,7 @@ fn a_flow_entering_competitive_mode_reads_the_buffer_from_the_floor_it_has() {
                 fairness_from_s = 30.0\n[[path.phase]]\nat_s = 0.0\nrate_mbps = 100.0\n\
                 rtt_ms = 80.0\nqueue_ms = 80.0\n[[flow]]\nstart_s = 10.0\npolicy = \"fair\"\n\
                 compete = true\n[[flow]]\nprotocol = \"bbr\"\n";
-    let r = run(&Scenario::parse(text).unwrap(), &mut |_| {}).unwrap();
+    let r = sim_run(text);
     let per_s = (1.0 / r.series.bin_s).round() as usize;
     for second in r.series.rows.chunks(per_s).skip(12) {
         let bbr = second
